@@ -1,0 +1,330 @@
+"""The job spec: what to build, what to train it on, how to train it, what to measure.
+
+These pydantic models are the wire contract read by the service and by the engine.
+Every model forbids unknown fields and bounds every number with an absolute sanity
+limit; the service applies its own (configurable, smaller) resource caps on top.
+Cross-field rules raise errors whose message names the dotted field path.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+Activation = Literal["relu", "tanh", "gelu", "softplus", "swish", "sigmoid", "erf", "quadratic", "identity"]
+OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
+Parameterization = Literal["ntk", "standard", "meanfield"]
+BuiltinDataset = Literal["digits", "iris", "breast_cancer", "two_moons"]
+Targets = Literal["onehot", "label", "signed"]
+
+MAX_WIDTH = 10_000_000
+MAX_LAYERS = 64
+MAX_POINTS = 1_000_000
+MAX_INPUT_DIM = 100_000
+MAX_STEPS = 10_000_000
+
+BUILTIN_CLASSES: dict[str, int] = {"digits": 10, "iris": 3, "breast_cancer": 2, "two_moons": 2}
+BUILTIN_INPUT_DIM: dict[str, int] = {"digits": 64, "iris": 4, "breast_cancer": 30, "two_moons": 2}
+BUILTIN_IMAGE_SHAPE: dict[str, tuple[int, int, int]] = {"digits": (1, 8, 8)}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True)
+
+
+# --------------------------------------------------------------------------- model
+
+
+class ModelSpec(Strict):
+    """The network f(w; x) ∈ R^O and its output head φ (identity = linear head).
+
+    mlp:    hidden widths, one activation for all hidden layers or one per layer.
+    cnn:    hidden = channels per conv layer; kernel_size/stride/padding per conv;
+            readout after global average pooling or flattening; input_shape (C, H, W).
+    resnet: hidden = [width] * (blocks + 1); block = "fc" or "conv".
+    """
+
+    kind: Literal["mlp", "cnn", "resnet"] = "mlp"
+    hidden: list[Annotated[int, Field(ge=1, le=MAX_WIDTH)]] = Field(
+        default_factory=lambda: [1000], min_length=1, max_length=MAX_LAYERS,
+        description="Hidden widths (mlp), channels (cnn) or the residual width (resnet).",
+    )
+    activation: Activation | list[Activation] = "relu"
+    output_activation: OutputActivation = "identity"
+    output_dim: int = Field(default=1, ge=1, le=10_000)
+    parameterization: Parameterization = "ntk"
+    bias: bool = True
+    train_output_layer: bool = True
+    kernel_size: int = Field(default=3, ge=1, le=15, description="cnn/resnet conv only")
+    stride: int = Field(default=1, ge=1, le=8, description="cnn/resnet conv only")
+    padding: int = Field(default=1, ge=0, le=15, description="cnn/resnet conv only")
+    readout: Literal["global_avg", "flatten"] = Field(default="global_avg", description="cnn/resnet conv only")
+    input_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
+        default=None, min_length=3, max_length=3,
+        description="(C, H, W) for cnn/conv-resnet; defaults to the data set's image shape.",
+    )
+    blocks: int = Field(default=2, ge=1, le=MAX_LAYERS, description="resnet only: residual blocks")
+    block: Literal["fc", "conv"] = Field(default="fc", description="resnet only")
+
+    @field_validator("activation")
+    @classmethod
+    def _one_activation_per_layer(cls, value: Activation | list[Activation], info: ValidationInfo):
+        hidden = info.data.get("hidden")
+        if isinstance(value, list) and hidden is not None and len(value) != len(hidden):
+            raise ValueError(
+                f"model.activation lists {len(value)} activations but model.hidden has {len(hidden)} layers"
+            )
+        return value
+
+    @field_validator("output_dim")
+    @classmethod
+    def _softmax_needs_classes(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("output_activation") == "softmax" and value < 2:
+            raise ValueError("model.output_dim must be at least 2 with a softmax head (softmax of one logit is 1)")
+        return value
+
+    def activations(self) -> list[Activation]:
+        """One activation name per hidden layer."""
+        if isinstance(self.activation, list):
+            return list(self.activation)
+        return [self.activation] * len(self.hidden)
+
+
+# --------------------------------------------------------------------------- data
+
+
+class ProbeSpec(Strict):
+    """The probe set x₁…x_n on which K and H are measured: the first n training points."""
+
+    n: int | None = Field(default=None, ge=1, le=100_000, description="default: min(64, n_train)")
+
+
+class DataCommon(Strict):
+    standardize: bool = Field(default=False, description="z-score each input feature on the training set")
+    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+
+    def n_points(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def probe_n(self) -> int:
+        return self.probe.n if self.probe.n is not None else min(64, self.n_points())
+
+    @model_validator(mode="after")
+    def _probe_within_data(self):
+        if self.probe.n is not None and self.probe.n > self.n_points():
+            raise ValueError(f"data.probe.n = {self.probe.n} exceeds the {self.n_points()} training points")
+        return self
+
+
+class GaussianMixtureData(DataCommon):
+    """k classes with uniform labels; x | y ~ N(μ_y, σ² I), μ_k ~ N(0, mean_scale² I / d)·√d."""
+
+    kind: Literal["gaussian_mixture"] = "gaussian_mixture"
+    n_train: int = Field(default=64, ge=1, le=MAX_POINTS)
+    input_dim: int = Field(default=16, ge=1, le=MAX_INPUT_DIM)
+    classes: int = Field(default=2, ge=2, le=1000)
+    sigma: float = Field(default=1.0, gt=0, le=1e3)
+    mean_scale: float = Field(default=1.0, ge=0, le=1e3)
+    targets: Targets = "onehot"
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    def n_points(self) -> int:
+        return self.n_train
+
+
+class Sine1DData(DataCommon):
+    """The 1-d warm-up of the paper's section 3.1: x ~ U[-π, π], y = sin(frequency·x) + noise."""
+
+    kind: Literal["sine1d"] = "sine1d"
+    n_train: int = Field(default=32, ge=1, le=MAX_POINTS)
+    frequency: float = Field(default=1.0, gt=0, le=1e3)
+    noise: float = Field(default=0.0, ge=0, le=1e3)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    def n_points(self) -> int:
+        return self.n_train
+
+
+class BuiltinData(DataCommon):
+    """Data that ships with scikit-learn (no download): digits (8×8 images), iris, breast_cancer, two_moons."""
+
+    kind: Literal["builtin"] = "builtin"
+    name: BuiltinDataset = "digits"
+    n_train: int = Field(default=256, ge=1, le=MAX_POINTS)
+    targets: Targets = "onehot"
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    def n_points(self) -> int:
+        return self.n_train
+
+
+class InlineData(DataCommon):
+    """Arrays in the request: x is n × d, y is n × O (or n scalars)."""
+
+    kind: Literal["inline"] = "inline"
+    x: list[list[float]] = Field(min_length=1)
+    y: list[list[float]] | list[float] = Field(min_length=1)
+
+    @field_validator("x")
+    @classmethod
+    def _rectangular_x(cls, x: list[list[float]]) -> list[list[float]]:
+        width = len(x[0])
+        if width == 0 or any(len(row) != width for row in x):
+            raise ValueError("data.x must be a non-empty rectangular n × d array")
+        return x
+
+    @field_validator("y")
+    @classmethod
+    def _y_matches_x(cls, y, info: ValidationInfo):
+        x = info.data.get("x")
+        if x is not None and len(y) != len(x):
+            raise ValueError(f"data.y has {len(y)} rows but data.x has {len(x)}")
+        if y and isinstance(y[0], list):
+            width = len(y[0])
+            if width == 0 or any(len(row) != width for row in y):
+                raise ValueError("data.y must be rectangular")
+        return y
+
+    def n_points(self) -> int:
+        return len(self.x)
+
+
+DataSpec = Annotated[
+    Union[GaussianMixtureData, Sine1DData, BuiltinData, InlineData], Field(discriminator="kind")
+]
+
+
+def target_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData) -> int:
+    """Width O of the regression/classification target the data produces."""
+    if isinstance(data, InlineData):
+        return len(data.y[0]) if isinstance(data.y[0], list) else 1
+    if isinstance(data, Sine1DData):
+        return 1
+    classes = data.classes if isinstance(data, GaussianMixtureData) else BUILTIN_CLASSES[data.name]
+    return classes if data.targets == "onehot" else 1
+
+
+def input_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData) -> int:
+    if isinstance(data, InlineData):
+        return len(data.x[0])
+    if isinstance(data, Sine1DData):
+        return 1
+    if isinstance(data, BuiltinData):
+        return BUILTIN_INPUT_DIM[data.name]
+    return data.input_dim
+
+
+# --------------------------------------------------------------------------- training
+
+
+class TrainingSpec(Strict):
+    """Optimisation of the loss over the training set.
+
+    mse: L = (1/2n) Σ_i ‖φ(f(x_i)) − y_i‖²;  cross_entropy: L = −(1/n) Σ_i Σ_a y_ia log softmax(f(x_i))_a.
+    lr = "auto": 1/λ_max of the Gauss–Newton loss Hessian estimated from the kernel at init.
+    """
+
+    optimizer: Literal["gd", "sgd", "momentum", "adam"] = "gd"
+    loss: Literal["mse", "cross_entropy"] = "mse"
+    lr: Annotated[float, Field(gt=0, le=1e6)] | Literal["auto"] = "auto"
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    max_steps: int = Field(default=5000, ge=0, le=MAX_STEPS)
+    target_loss: float | None = Field(default=1e-3, ge=0)
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_POINTS, description="sgd/momentum/adam minibatch")
+    time_budget_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+class KernelDiagnostics(Strict):
+    """Tangent kernel K(w_t) on the probe set, recorded on a schedule of steps."""
+
+    schedule: Literal["log", "every"] = "log"
+    points: int = Field(default=50, ge=2, le=10_000, description="log schedule: number of log-spaced steps")
+    every: int | None = Field(default=None, ge=1, le=MAX_STEPS, description="every schedule: record every N steps")
+    method: Literal["auto", "structured", "jacobian", "ntk_vp"] = "auto"
+
+    @field_validator("every")
+    @classmethod
+    def _every_needs_period(cls, every: int | None, info: ValidationInfo) -> int | None:
+        if info.data.get("schedule") == "every" and every is None:
+            raise ValueError("diagnostics.kernel.every is required when schedule = 'every'")
+        return every
+
+
+class HessianDiagnostics(Strict):
+    """Top-k eigenvalues of the model Hessian ∇²_w f_a(w; x_i) by Lanczos, per probe point and output."""
+
+    at: list[Literal["init", "final", "schedule"]] = Field(default_factory=lambda: ["init", "final"], max_length=3)
+    top_k: int = Field(default=1, ge=1, le=20)
+    probe_points: int = Field(default=4, ge=1, le=256)
+    iterations: int = Field(default=32, ge=4, le=500, description="Lanczos steps (Hessian-vector products)")
+
+
+class DiagnosticsSpec(Strict):
+    kernel: KernelDiagnostics | None = Field(default_factory=KernelDiagnostics)
+    hessian: HessianDiagnostics | None = Field(default_factory=HessianDiagnostics)
+    weight_change: bool = True
+    layer_sensitivity: bool = True
+    linearization_error: bool = True
+    save_kernels: list[Literal["init", "final"]] = Field(default_factory=lambda: ["init", "final"], max_length=2)
+    save_weights: bool = True
+
+
+# --------------------------------------------------------------------------- job
+
+
+class JobSpec(Strict):
+    """One training run and its diagnostics."""
+
+    name: str | None = Field(default=None, max_length=200)
+    tags: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list, max_length=32)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    data: DataSpec = Field(default_factory=GaussianMixtureData)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    diagnostics: DiagnosticsSpec = Field(default_factory=DiagnosticsSpec)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: Literal["float32", "float64"] = "float32"
+
+    @field_validator("model")
+    @classmethod
+    def _model_fits_data(cls, model: ModelSpec, info: ValidationInfo) -> ModelSpec:
+        data = info.data.get("data")
+        if data is None:
+            return model
+        wanted = target_dim(data)
+        if model.output_dim != wanted:
+            raise ValueError(f"model.output_dim = {model.output_dim} but the data's targets have width {wanted}")
+        if model.kind == "cnn" or (model.kind == "resnet" and model.block == "conv"):
+            shape = model.input_shape or _default_image_shape(data)
+            if shape is None:
+                raise ValueError("model.input_shape (C, H, W) is required for convolutional models on non-image data")
+            if shape[0] * shape[1] * shape[2] != input_dim(data):
+                raise ValueError(f"model.input_shape {list(shape)} does not hold the data's {input_dim(data)} features")
+        return model
+
+    @field_validator("training")
+    @classmethod
+    def _loss_fits_head(cls, training: TrainingSpec, info: ValidationInfo) -> TrainingSpec:
+        model = info.data.get("model")
+        if model is not None and training.loss == "cross_entropy":
+            if model.output_activation not in ("identity", "softmax"):
+                raise ValueError("training.loss = 'cross_entropy' needs model.output_activation 'identity' or 'softmax'")
+            if model.output_dim < 2:
+                raise ValueError("training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets)")
+        return training
+
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """(C, H, W) of a convolutional model's input, or None for flat inputs."""
+        if self.model.input_shape is not None:
+            return tuple(self.model.input_shape)  # type: ignore[return-value]
+        return _default_image_shape(self.data)
+
+
+def _default_image_shape(data) -> tuple[int, int, int] | None:
+    if isinstance(data, BuiltinData):
+        return BUILTIN_IMAGE_SHAPE.get(data.name)
+    return None

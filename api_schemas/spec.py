@@ -52,7 +52,7 @@ class ModelSpec(Strict):
     )
     activation: Activation | list[Activation] = "relu"
     output_activation: OutputActivation = "identity"
-    output_dim: int = Field(default=1, ge=1, le=10_000)
+    output_dim: int | None = Field(default=None, ge=1, le=10_000, description="default: the data's target width")
     parameterization: Parameterization = "ntk"
     bias: bool = True
     train_output_layer: bool = True
@@ -79,8 +79,8 @@ class ModelSpec(Strict):
 
     @field_validator("output_dim")
     @classmethod
-    def _softmax_needs_classes(cls, value: int, info: ValidationInfo) -> int:
-        if info.data.get("output_activation") == "softmax" and value < 2:
+    def _softmax_needs_classes(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("output_activation") == "softmax" and value < 2:
             raise ValueError("model.output_dim must be at least 2 with a softmax head (softmax of one logit is 1)")
         return value
 
@@ -296,6 +296,10 @@ class JobSpec(Strict):
         if data is None:
             return model
         wanted = target_dim(data)
+        if model.output_dim is None:
+            model = model.model_copy(update={"output_dim": wanted})
+            if model.output_activation == "softmax" and wanted < 2:
+                raise ValueError("model.output_dim must be at least 2 with a softmax head; the data's targets have width 1")
         if model.output_dim != wanted:
             raise ValueError(f"model.output_dim = {model.output_dim} but the data's targets have width {wanted}")
         if model.kind == "cnn" or (model.kind == "resnet" and model.block == "conv"):
@@ -313,7 +317,7 @@ class JobSpec(Strict):
         if model is not None and training.loss == "cross_entropy":
             if model.output_activation not in ("identity", "softmax"):
                 raise ValueError("training.loss = 'cross_entropy' needs model.output_activation 'identity' or 'softmax'")
-            if model.output_dim < 2:
+            if (model.output_dim or 0) < 2:
                 raise ValueError("training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets)")
         return training
 

@@ -1,0 +1,151 @@
+"""SQLAlchemy 2.0 tables: API keys, sweeps, jobs (+ tags), metric series chunks, artifacts.
+
+The schema is made only by Alembic (migrations/); tests check that autogenerate finds no
+difference between these models and `alembic upgrade head`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+ANONYMOUS = "anonymous"
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINISHED_STATUSES = ("succeeded", "failed", "cancelled")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ApiKey(Base):
+    """A client credential; only the SHA-256 of the secret is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("key"))
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Sweep(Base):
+    """A base spec, a grid over dotted paths and the fits wanted; its jobs carry sweep_id."""
+
+    __tablename__ = "sweeps"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("swp"))
+    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS, index=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    spec: Mapped[dict] = mapped_column(JSON)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    """One training run. `seq` orders jobs for cursor paging; `id` is the public name."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
+        Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(40), unique=True, default=lambda: new_id("job"))
+    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS, index=True)
+    sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    spec: Mapped[dict] = mapped_column(JSON)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    parameters: Mapped[int] = mapped_column(BigInteger, default=0)
+
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    device: Mapped[str | None] = mapped_column(String(64))
+    worker: Mapped[str | None] = mapped_column(String(200))
+
+    progress_step: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    progress_phase: Mapped[str] = mapped_column(String(32), default="queued")
+    progress_eta_s: Mapped[float | None] = mapped_column(Float)
+
+    summary: Mapped[dict | None] = mapped_column(JSON)
+    error: Mapped[dict | None] = mapped_column(JSON)
+
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    enqueued_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class JobTag(Base):
+    __tablename__ = "job_tags"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+
+
+class MetricChunk(Base):
+    """A run of consecutive points of one series, stored compactly as two JSON arrays.
+
+    A series is the concatenation of its chunks in `chunk` order for the job's latest
+    attempt; a new attempt deletes the earlier attempt's chunks when it claims the job.
+    """
+
+    __tablename__ = "metric_chunks"
+    __table_args__ = (UniqueConstraint("job_id", "name", "chunk", name="uq_metric_chunks_job_name_chunk"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    chunk: Mapped[int] = mapped_column(Integer)
+    steps: Mapped[list] = mapped_column(JSON)
+    values: Mapped[list] = mapped_column(JSON)
+
+
+class Artifact(Base):
+    """A file a job produced (kernel .npy, weights .npz, eigenvalues .json, plots)."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (UniqueConstraint("job_id", "name", name="uq_artifacts_job_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    media_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+__all__ = ["Base", "ApiKey", "Sweep", "Job", "JobTag", "MetricChunk", "Artifact", "new_id", "utcnow"]

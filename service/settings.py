@@ -1,0 +1,51 @@
+"""One settings object for the API, the worker and Alembic (env prefix NTKLAB_)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+VAR_DIR = Path("var")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NTKLAB_", env_file=".env", extra="ignore")
+
+    # ---- where things live. Defaults are the embedded, server-free stack.
+    database_url: str = Field(default=f"sqlite:///{VAR_DIR / 'ntklab.db'}", description="SQLAlchemy URL")
+    broker_url: str = Field(default="filesystem://", description="Celery broker: filesystem:// (embedded) or redis://")
+    broker_dir: Path = Field(default=VAR_DIR / "broker", description="folder of the filesystem broker")
+    queue: str = Field(default="ntklab", description="Celery queue the API enqueues to")
+    public_url: str = Field(default="http://127.0.0.1:8000", description="base URL used in Location headers and docs")
+
+    # ---- auth
+    auth: Literal["on", "off"] = Field(default="off", description="off only for the embedded default")
+
+    # ---- resource caps (a request over one is refused up front with 413/422/429)
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_parameters: int = 50_000_000
+    max_width: int = 2_000_000
+    max_probe: int = 1024
+    max_train_points: int = 100_000
+    max_steps: int = 200_000
+    max_inline_values: int = 1_000_000
+    max_queued_jobs_per_key: int = 1000
+    max_artifact_bytes: int = 256 * 1024 * 1024
+    max_page_size: int = 200
+
+    # ---- worker behaviour
+    heartbeat_interval_s: float = 2.0
+    heartbeat_stale_s: float = 30.0
+    reaper_interval_s: float = 5.0
+    metrics_flush_interval_s: float = 1.0
+    job_time_limit_s: int = 24 * 3600
+    retry_after_s: int = 2
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,48 @@
+"""Sweeps: a base job spec, a grid over dotted spec paths, and the power-law fits wanted."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, JsonValue, field_validator
+
+from api_schemas.spec import Strict
+
+PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$"
+MAX_GRID_AXES = 8
+
+
+class FitSpec(Strict):
+    """A log–log least-squares fit of summary scalar `y` against grid path `x`, one per group."""
+
+    y: str = Field(min_length=1, max_length=100, examples=["delta_k_max"])
+    x: str = Field(pattern=PATH_PATTERN, max_length=200, examples=["model.hidden.0"])
+    group_by: list[str] = Field(default_factory=list, max_length=MAX_GRID_AXES)
+
+
+class SweepSpec(Strict):
+    """`base` is a job spec (JSON); `grid` maps a dotted path to the values it takes.
+
+    Paths address dict keys and list items: `model.hidden.1` is the second hidden width.
+    The sweep is the cartesian product of the grid's axes; `seed` is an ordinary axis.
+    """
+
+    name: str | None = Field(default=None, max_length=200)
+    tags: list[str] = Field(default_factory=list, max_length=32)
+    base: dict[str, JsonValue] = Field(default_factory=dict)
+    grid: dict[str, list[JsonValue]] = Field(min_length=1, max_length=MAX_GRID_AXES)
+    fits: list[FitSpec] = Field(default_factory=list, max_length=16)
+
+    @field_validator("grid")
+    @classmethod
+    def _paths_and_values(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for path, values in grid.items():
+            if not re.match(PATH_PATTERN, path):
+                raise ValueError(f"grid path {path!r} is not a dotted path like 'model.hidden.0'")
+            if not values:
+                raise ValueError(f"grid.{path} lists no values")
+        return grid
+
+
+SweepStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "partial"]

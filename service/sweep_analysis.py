@@ -1,0 +1,59 @@
+"""A sweep's table and fits, derived from its jobs' grid values and summaries.
+
+Each row is one job: its grid values and its summary scalars. A fit groups rows by the
+`group_by` grid paths and fits log y against log x per group (seeds averaged first).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from api_schemas.sweeps import FitSpec
+from workers.engine.fits import PowerLawFit, fit_power_law
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    job_id: str
+    status: str
+    values: dict[str, Any]
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    fit: FitSpec
+    group: dict[str, Any]
+    result: PowerLawFit | None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def fit_groups(rows: list[SweepRow], fit: FitSpec) -> list[GroupFit]:
+    """One power-law fit of summary[fit.y] against values[fit.x] per group of succeeded rows."""
+    groups: dict[tuple, list[SweepRow]] = defaultdict(list)
+    for row in rows:
+        if row.status == "succeeded":
+            groups[tuple(repr(row.values.get(path)) for path in fit.group_by)].append(row)
+    results = []
+    for key in sorted(groups):
+        members = groups[key]
+        xs = [_number(row.values.get(fit.x)) for row in members]
+        ys = [_number(row.summary.get(fit.y)) for row in members]
+        group = {path: members[0].values.get(path) for path in fit.group_by}
+        results.append(GroupFit(fit, group, fit_power_law(xs, ys)))
+    return results
+
+
+def describe(group_fit: GroupFit) -> str:
+    """A one-line verdict such as "output_activation=identity: delta_k_max ∝ m^-0.49 ± 0.05 (R² 0.98)"."""
+    label = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group_fit.group.items()) or "all"
+    result = group_fit.result
+    if result is None:
+        return f"{label}: too few points to fit {group_fit.fit.y}"
+    spread = "" if result.half_width is None else f" ± {result.half_width:.2f}"
+    return f"{label}: {group_fit.fit.y} ∝ x^{result.slope:+.2f}{spread} (R² {result.r_squared:.2f}, {len(result.points)} points)"

@@ -26,6 +26,8 @@ class SweepSpec(Strict):
 
     Paths address dict keys and list items: `model.hidden.1` is the second hidden width.
     The sweep is the cartesian product of the grid's axes; `seed` is an ordinary axis.
+    A linked axis names several comma-separated paths that move together, each value a
+    list with one entry per path: `{"model.hidden.0,model.hidden.2": [[100, 100], [1000, 1000]]}`.
     """
 
     name: str | None = Field(default=None, max_length=200)
@@ -37,11 +39,15 @@ class SweepSpec(Strict):
     @field_validator("grid")
     @classmethod
     def _paths_and_values(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for path, values in grid.items():
-            if not re.match(PATH_PATTERN, path):
-                raise ValueError(f"grid path {path!r} is not a dotted path like 'model.hidden.0'")
+        for axis, values in grid.items():
+            paths = axis.split(",")
+            for path in paths:
+                if not re.match(PATH_PATTERN, path):
+                    raise ValueError(f"grid path {path!r} is not a dotted path like 'model.hidden.0'")
             if not values:
-                raise ValueError(f"grid.{path} lists no values")
+                raise ValueError(f"grid.{axis} lists no values")
+            if len(paths) > 1 and any(not isinstance(v, list) or len(v) != len(paths) for v in values):
+                raise ValueError(f"grid.{axis} links {len(paths)} paths: each value must be a list of {len(paths)}")
         return grid
 
 

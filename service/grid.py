@@ -1,6 +1,7 @@
 """Expanding a sweep's grid into job specs.
 
-A grid {path: [v₁, v₂, …], …} over dotted paths is the cartesian product of its axes.
+A grid {path: [v₁, v₂, …], …} over dotted paths is the cartesian product of its axes;
+a linked axis "a,b" moves several paths together ([[a₁, b₁], [a₂, b₂], …]).
 Each point is applied to the canonical base spec (every default written out, inferred
 fields left to be inferred again) and validated as a JobSpec on its own, so an error
 names the grid point and the field.
@@ -85,10 +86,10 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[GridPo
         canonical = canonical_base(base)
     except ValidationError as error:
         raise _named(error, "base") from None
-    paths = list(grid)
+    axes = list(grid)
     points = []
-    for combo in itertools.product(*(grid[path] for path in paths)):
-        values = dict(zip(paths, combo))
+    for combo in itertools.product(*(grid[axis] for axis in axes)):
+        values = _assignments(axes, combo)
         spec = copy.deepcopy(canonical)
         for path, value in values.items():
             set_path(spec, path, value)
@@ -97,6 +98,20 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[GridPo
         except ValidationError as error:
             raise _named(error, f"grid point {values}") from None
     return points
+
+
+def _assignments(axes: list[str], combo: tuple) -> dict[str, Any]:
+    """{path: value} for one grid point; a linked axis "a,b" assigns its list's entries in turn."""
+    values: dict[str, Any] = {}
+    for axis, value in zip(axes, combo):
+        paths = axis.split(",")
+        if len(paths) == 1:
+            values[axis] = value
+        elif isinstance(value, list) and len(value) == len(paths):
+            values.update(zip(paths, value))
+        else:
+            raise GridError(axis, f"grid axis {axis!r} links {len(paths)} paths: {value!r} is not a list of {len(paths)}")
+    return values
 
 
 def _named(error: ValidationError, where: str) -> GridError:

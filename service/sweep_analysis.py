@@ -1,7 +1,8 @@
 """A sweep's table and fits, derived from its jobs' grid values and summaries.
 
-Each row is one job: its grid values and its summary scalars. A fit groups rows by the
-`group_by` grid paths and fits log y against log x per group (seeds averaged first).
+Each row is one job: its grid values, its full spec and its summary scalars. A fit reads
+x and the `group_by` paths from the job's spec (so `model.hidden.0` works whichever axis
+set it), groups the rows, and fits log y against log x per group (seeds averaged first).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class SweepRow:
     job_id: str
     status: str
     values: dict[str, Any]
+    spec: dict[str, Any]
     summary: dict[str, Any]
 
 
@@ -27,6 +29,19 @@ class GroupFit:
     fit: FitSpec
     group: dict[str, Any]
     result: PowerLawFit | None
+
+
+def get_path(spec: Any, path: str) -> Any:
+    """spec[a][b][0] for "a.b.0"; None where the path leads nowhere."""
+    node = spec
+    for key in path.split("."):
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        elif isinstance(node, dict) and key in node:
+            node = node[key]
+        else:
+            return None
+    return node
 
 
 def _number(value: Any) -> float | None:
@@ -38,13 +53,13 @@ def fit_groups(rows: list[SweepRow], fit: FitSpec) -> list[GroupFit]:
     groups: dict[tuple, list[SweepRow]] = defaultdict(list)
     for row in rows:
         if row.status == "succeeded":
-            groups[tuple(repr(row.values.get(path)) for path in fit.group_by)].append(row)
+            groups[tuple(repr(get_path(row.spec, path)) for path in fit.group_by)].append(row)
     results = []
     for key in sorted(groups):
         members = groups[key]
-        xs = [_number(row.values.get(fit.x)) for row in members]
+        xs = [_number(get_path(row.spec, fit.x)) for row in members]
         ys = [_number(row.summary.get(fit.y)) for row in members]
-        group = {path: members[0].values.get(path) for path in fit.group_by}
+        group = {path: get_path(members[0].spec, path) for path in fit.group_by}
         results.append(GroupFit(fit, group, fit_power_law(xs, ys)))
     return results
 

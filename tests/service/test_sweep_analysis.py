@@ -12,10 +12,11 @@ def _rows():
         for width in (30, 300, 3000):
             for seed in (0, 1):
                 value = 2.0 * width**slope * (1.1 if seed else 0.9)
-                rows.append(SweepRow(f"{head}-{width}-{seed}", "succeeded",
-                                     {"model.hidden.0": width, "model.output_activation": head, "seed": seed},
+                spec = {"model": {"hidden": [width], "output_activation": head}, "seed": seed}
+                rows.append(SweepRow(f"{head}-{width}-{seed}", "succeeded", {"seed": seed}, spec,
                                      {"delta_k_max": value}))
-    rows.append(SweepRow("failed", "failed", {"model.hidden.0": 30000, "model.output_activation": "identity"}, {}))
+    failed = {"model": {"hidden": [30000], "output_activation": "identity"}}
+    rows.append(SweepRow("failed", "failed", {}, failed, {}))
     return rows
 
 

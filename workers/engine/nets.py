@@ -1,0 +1,284 @@
+"""Networks built from a ModelSpec: mlp, cnn and resnet with ntk / standard / meanfield scaling.
+
+Every network computes logits f(w; x) ∈ R^O through hidden layers α^(1..L) and a linear
+readout, and outputs φ(f) for its head φ (activations.apply_head).
+
+    mlp:    α^(l) = σ_l(z^(l)),  z^(l) = c_l · W^(l) α^(l−1) + b^(l)
+    cnn:    the same with convolutions (kernel_size, stride, padding); the readout sees the
+            last feature map after global average pooling or flattening
+    resnet: α^(1) = σ(first layer(x)), then `blocks` residual blocks
+            α^(l+1) = α^(l) + (1/B) · σ(layer(α^(l))), fc or conv (stride 1, 'same' padding);
+            the 1/B branch scale (Du et al., 2019) bounds ‖α^(B+1)‖ by ‖α^(1)‖ plus the largest
+            branch, so the output stays O(1) at any depth and width
+
+Parameterizations, with fan_in = in_features or in_channels·k² of the layer:
+
+    ntk        W ~ N(0, 1), c = 1/√fan_in on every layer
+    standard   W ~ N(0, 1/fan_in), c = 1 (LeCun; the same function as ntk at init for a seed)
+    meanfield  hidden layers as ntk, readout W ~ N(0, 1) with c = 1/fan_in
+
+Biases are b ~ N(0, 1) with multiplier 1. Weights are drawn in float64 from a CPU
+torch.Generator seeded with `seed`, layer by layer (weight, then bias), then cast, so a
+seed gives the same network on every device and dtype. `train_output_layer=False`
+freezes the readout (requires_grad False).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from api_schemas.spec import ModelSpec
+from workers.engine.activations import apply_head, hidden_activation
+from workers.engine.layers import ScaledConv2d, ScaledLinear, conv_output_size
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One affine layer: a convolution when kernel_size > 0, else fully connected."""
+
+    in_size: int
+    out_size: int
+    activation: str | None
+    kernel_size: int = 0
+    stride: int = 1
+    padding: int = 0
+    residual: bool = False
+
+    @property
+    def fan_in(self) -> int:
+        return self.in_size * max(self.kernel_size, 1) ** 2
+
+    def parameters(self, bias: bool) -> int:
+        return self.out_size * self.fan_in + (self.out_size if bias else 0)
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    hidden: tuple[LayerPlan, ...]
+    readout: LayerPlan
+    image_shape: tuple[int, int, int] | None
+    pool: str | None
+
+
+class Stage(nn.Module):
+    """α = σ(layer(h)), or h + residual_scale · σ(layer(h)) for a residual block."""
+
+    def __init__(self, layer: nn.Module, activation: str, residual_scale: float | None) -> None:
+        super().__init__()
+        self.layer = layer
+        self.activation = activation
+        self.residual_scale = residual_scale
+        self._sigma = hidden_activation(activation)
+
+    def forward(self, h: Tensor) -> Tensor:
+        a = self._sigma(self.layer(h))
+        return a if self.residual_scale is None else h + self.residual_scale * a
+
+    def extra_repr(self) -> str:
+        return f"σ={self.activation}, residual_scale={self.residual_scale}"
+
+
+class Network(nn.Module):
+    """f(w; x) ∈ R^O; x is [n, d] or [n, C, H, W] (flat rows are reshaped for convolutional nets)."""
+
+    def __init__(
+        self,
+        stages: list[Stage],
+        readout: ScaledLinear,
+        *,
+        head: str,
+        output_dim: int,
+        image_shape: tuple[int, int, int] | None,
+        pool: str | None,
+        kind: str,
+        parameterization: str,
+    ) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList(stages)
+        self.readout = readout
+        self.head = head
+        self.output_dim = output_dim
+        self.image_shape = image_shape
+        self.pool = pool
+        self.kind = kind
+        self.parameterization = parameterization
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Logits f(w; x), [n, O]."""
+        return self.forward_with_hidden(x)[0]
+
+    def outputs(self, x: Tensor) -> Tensor:
+        """φ(f(w; x)), [n, O]."""
+        return apply_head(self.head, self.forward(x))
+
+    def forward_with_hidden(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """Logits [n, O] and the hidden representations α^(1..L) ([n, m_l] or [n, C_l, H_l, W_l])."""
+        h = self._shape_input(x)
+        hidden = []
+        for stage in self.stages:
+            h = stage(h)
+            hidden.append(h)
+        return self.readout(self._pool(h)), hidden
+
+    def _shape_input(self, x: Tensor) -> Tensor:
+        if self.image_shape is None:
+            return x.flatten(1) if x.dim() > 2 else x
+        return x.reshape(x.shape[0], *self.image_shape) if x.dim() == 2 else x
+
+    def _pool(self, h: Tensor) -> Tensor:
+        if h.dim() == 2:
+            return h
+        return h.mean(dim=(2, 3)) if self.pool == "global_avg" else h.flatten(1)
+
+
+def plan_network(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
+    """The layers a spec describes, by arithmetic only; raises ValueError naming the field at fault."""
+    if model.output_dim is None:
+        raise ValueError("model.output_dim is required to build a network (fill it from the data)")
+    if model.kind == "mlp":
+        return _plan_mlp(model, input_shape)
+    if model.kind == "cnn":
+        return _plan_cnn(model, _image_shape(model, input_shape))
+    return _plan_resnet(model, input_shape)
+
+
+def _plan_mlp(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
+    sizes = [math.prod(input_shape), *model.hidden]
+    hidden = tuple(
+        LayerPlan(sizes[l], sizes[l + 1], act) for l, act in enumerate(model.activations())
+    )
+    return NetworkPlan(hidden, LayerPlan(sizes[-1], model.output_dim, None), None, None)
+
+
+def _plan_cnn(model: ModelSpec, image: tuple[int, int, int]) -> NetworkPlan:
+    channels, height, width = image
+    hidden = []
+    for out_channels, act in zip(model.hidden, model.activations()):
+        hidden.append(LayerPlan(channels, out_channels, act, model.kernel_size, model.stride, model.padding))
+        channels = out_channels
+        height, width = _conv_size(model, height, width, len(hidden))
+    return NetworkPlan(tuple(hidden), _readout(model, channels, height, width), image, model.readout)
+
+
+def _plan_resnet(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
+    width = model.hidden[0]
+    if any(h != width for h in model.hidden):
+        raise ValueError(f"model.hidden: a resnet has one width, got {model.hidden}")
+    acts = model.activations()
+    block_acts = [acts[min(b + 1, len(acts) - 1)] for b in range(model.blocks)]
+    if model.block == "fc":
+        first = LayerPlan(math.prod(input_shape), width, acts[0])
+        blocks = [LayerPlan(width, width, act, residual=True) for act in block_acts]
+        return NetworkPlan((first, *blocks), LayerPlan(width, model.output_dim, None), None, None)
+    if model.kernel_size % 2 == 0:
+        raise ValueError(f"model.kernel_size must be odd for a conv resnet ('same' padding), got {model.kernel_size}")
+    image = _image_shape(model, input_shape)
+    first = LayerPlan(image[0], width, acts[0], model.kernel_size, model.stride, model.padding)
+    height, width_px = _conv_size(model, image[1], image[2], 1)
+    k = model.kernel_size
+    blocks = [LayerPlan(width, width, act, k, 1, k // 2, residual=True) for act in block_acts]
+    return NetworkPlan((first, *blocks), _readout(model, width, height, width_px), image, model.readout)
+
+
+def _readout(model: ModelSpec, channels: int, height: int, width: int) -> LayerPlan:
+    features = channels if model.readout == "global_avg" else channels * height * width
+    return LayerPlan(features, model.output_dim, None)
+
+
+def _conv_size(model: ModelSpec, height: int, width: int, layer: int) -> tuple[int, int]:
+    out_h = conv_output_size(height, model.kernel_size, model.stride, model.padding)
+    out_w = conv_output_size(width, model.kernel_size, model.stride, model.padding)
+    if out_h < 1 or out_w < 1:
+        raise ValueError(
+            f"model.kernel_size/stride/padding: conv layer {layer} maps a {height}×{width} input to "
+            f"{out_h}×{out_w}"
+        )
+    return out_h, out_w
+
+
+def _image_shape(model: ModelSpec, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    if model.input_shape is not None:
+        shape = tuple(model.input_shape)
+    elif len(input_shape) == 3:
+        shape = tuple(input_shape)
+    else:
+        raise ValueError("model.input_shape (C, H, W) is required for a convolutional model on flat inputs")
+    if math.prod(shape) != math.prod(input_shape):
+        raise ValueError(f"model.input_shape {list(shape)} does not hold inputs of shape {list(input_shape)}")
+    return shape  # type: ignore[return-value]
+
+
+def count_parameters(model: ModelSpec, input_shape: tuple[int, ...]) -> int:
+    """Trainable parameters of the network the spec describes, by arithmetic (nothing is allocated)."""
+    plan = plan_network(model, input_shape)
+    hidden = sum(layer.parameters(model.bias) for layer in plan.hidden)
+    return hidden + (plan.readout.parameters(model.bias) if model.train_output_layer else 0)
+
+
+def build_network(
+    model: ModelSpec,
+    input_shape: tuple[int, ...],
+    *,
+    seed: int,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> Network:
+    """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input."""
+    plan = plan_network(model, input_shape)
+    generator = torch.Generator().manual_seed(seed)
+    blocks = sum(layer.residual for layer in plan.hidden)
+    stages = []
+    for layer_plan in plan.hidden:
+        layer = _layer(layer_plan, model, readout=False, dtype=dtype, device=device)
+        _initialise(layer, layer_plan, model, readout=False, generator=generator)
+        stages.append(Stage(layer, layer_plan.activation, 1.0 / blocks if layer_plan.residual else None))
+    readout = _layer(plan.readout, model, readout=True, dtype=dtype, device=device)
+    _initialise(readout, plan.readout, model, readout=True, generator=generator)
+    readout.requires_grad_(model.train_output_layer)
+    return Network(
+        stages,
+        readout,
+        head=model.output_activation,
+        output_dim=model.output_dim,
+        image_shape=plan.image_shape,
+        pool=plan.pool,
+        kind=model.kind,
+        parameterization=model.parameterization,
+    )
+
+
+def _multiplier_and_std(plan: LayerPlan, parameterization: str, readout: bool) -> tuple[float, float]:
+    """(c, std of W): the function at init depends only on c·std = 1/√fan_in, except a mean-field readout."""
+    if parameterization == "standard":
+        return 1.0, 1.0 / math.sqrt(plan.fan_in)
+    if parameterization == "meanfield" and readout:
+        return 1.0 / plan.fan_in, 1.0
+    return 1.0 / math.sqrt(plan.fan_in), 1.0
+
+
+def _layer(plan: LayerPlan, model: ModelSpec, *, readout: bool, dtype, device) -> ScaledLinear | ScaledConv2d:
+    multiplier, _ = _multiplier_and_std(plan, model.parameterization, readout)
+    common = dict(bias=model.bias, weight_multiplier=multiplier, dtype=dtype, device=device)
+    if plan.kernel_size:
+        return ScaledConv2d(
+            plan.in_size, plan.out_size, plan.kernel_size, stride=plan.stride, padding=plan.padding, **common
+        )
+    return ScaledLinear(plan.in_size, plan.out_size, **common)
+
+
+@torch.no_grad()
+def _initialise(layer, plan: LayerPlan, model: ModelSpec, *, readout: bool, generator: torch.Generator) -> None:
+    _, std = _multiplier_and_std(plan, model.parameterization, readout)
+    weight = torch.randn(layer.weight.shape, generator=generator, dtype=torch.float64) * std
+    layer.weight.copy_(weight)
+    if layer.bias is not None:
+        layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator, dtype=torch.float64))
+
+
+def trainable_parameters(net: nn.Module) -> dict[str, Tensor]:
+    """name -> parameter for every parameter with requires_grad, in registration order."""
+    return {name: p for name, p in net.named_parameters() if p.requires_grad}

@@ -1,0 +1,112 @@
+"""Give lost jobs back to the queue.
+
+A worker proves it is alive by moving `jobs.heartbeat_at` forward every
+`heartbeat_interval_s`. A `running` job whose heartbeat is older than `heartbeat_stale_s`
+lost its worker (SIGKILL, OOM killer, power cut): it goes back to `queued` and is
+published again, or to `cancelled` if a cancel was asked meanwhile. The UPDATE is
+conditional on the stale heartbeat it read, so two reapers never requeue one job twice.
+
+A `queued` job whose message the broker lost (Redis restarted without persistence) would
+wait forever: when the broker holds fewer messages than there are jobs queued for longer
+than `heartbeat_stale_s`, those jobs are published again. Extra messages are harmless:
+the worker's claim (`queued → running`) is conditional, so a duplicate exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from service.models import Job, utcnow
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+
+
+def requeue_stale_jobs(session: Session, settings: Settings) -> list[str]:
+    """Requeue jobs whose worker died and republish queued jobs the broker lost; returns their ids."""
+    from workers.queue import enqueue_job, queue_depth
+
+    now = utcnow()
+    stale_before = now - dt.timedelta(seconds=settings.heartbeat_stale_s)
+    requeued = _requeue_dead_workers(session, stale_before, now) + _lost_messages(session, stale_before, now, queue_depth)
+    session.commit()
+    published = []
+    for job_id in requeued:
+        try:
+            enqueue_job(job_id)
+            published.append(job_id)
+        except Exception as error:
+            log.warning("could not publish %s (retried on the next pass): %s", job_id, error)
+    return published
+
+
+def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.datetime) -> list[str]:
+    stale = session.execute(
+        select(Job.id, Job.heartbeat_at, Job.cancel_requested, Job.attempts).where(
+            Job.status == "running", Job.heartbeat_at < stale_before
+        )
+    ).all()
+    requeued = []
+    for job_id, heartbeat_at, cancel_requested, attempts in stale:
+        if cancel_requested:
+            values = {"status": "cancelled", "progress_phase": "cancelled", "finished_at": now}
+        elif attempts >= MAX_ATTEMPTS:
+            error = {"type": "WorkerLost", "message": f"the worker died {attempts} times running this job; giving up"}
+            values = {"status": "failed", "progress_phase": "failed", "finished_at": now, "error": error}
+        else:
+            values = {"status": "queued", "progress_phase": "queued", "enqueued_at": now, "worker": None}
+        taken = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "running", Job.heartbeat_at == heartbeat_at)
+            .values(**values)
+        ).rowcount
+        if taken and values["status"] == "queued":
+            log.warning("job %s: heartbeat stale since %s, requeued", job_id, heartbeat_at)
+            requeued.append(job_id)
+    return requeued
+
+
+def _lost_messages(session: Session, stale_before: dt.datetime, now: dt.datetime, queue_depth) -> list[str]:
+    waiting = session.execute(
+        select(Job.id, Job.enqueued_at).where(Job.status == "queued", Job.enqueued_at < stale_before)
+    ).all()
+    if not waiting:
+        return []
+    depth = queue_depth()
+    if depth is None or depth >= len(waiting):
+        return []
+    republished = []
+    for job_id, enqueued_at in waiting:
+        taken = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "queued", Job.enqueued_at == enqueued_at)
+            .values(enqueued_at=now)
+        ).rowcount
+        if taken:
+            republished.append(job_id)
+    return republished
+
+
+async def reaper_loop(settings: Settings) -> None:
+    """Run `requeue_stale_jobs` every `reaper_interval_s` until cancelled; errors are logged, not fatal."""
+    from workers.job_store import session_factory
+
+    sessions = session_factory(settings)
+    while True:
+        try:
+            await asyncio.to_thread(_reap_once, sessions, settings)
+        except Exception as error:
+            log.warning("reaper pass failed: %s", error)
+        await asyncio.sleep(settings.reaper_interval_s)
+
+
+def _reap_once(sessions, settings: Settings) -> list[str]:
+    with sessions() as session:
+        return requeue_stale_jobs(session, settings)

@@ -1,0 +1,62 @@
+"""The Celery application: one broker from the settings, late acks, one job per worker process.
+
+`filesystem://` (the embedded default) keeps messages as files under `settings.broker_dir`
+and is polled every 0.1 s; `redis://` is the full stack, with a visibility timeout longer
+than the longest allowed job so Redis never hands a running job to a second worker.
+Nothing here imports torch: the worker's parent process never touches CUDA.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from celery import Celery
+
+from service.settings import Settings, get_settings
+
+TASK_NAME = "ntklab.run_job"
+FILESYSTEM_POLL_S = 0.1
+HARD_LIMIT_GRACE_S = 60
+CHILD_START_TIMEOUT_S = 120
+
+
+def filesystem_broker_options(broker_dir: Path) -> dict:
+    """Folders of the filesystem transport (created here); producer and consumer share `queue/`."""
+    root = broker_dir.resolve()
+    folders = {"data_folder_in": root / "queue", "data_folder_out": root / "queue", "control_folder": root / "control"}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return {name: str(folder) for name, folder in folders.items()} | {"polling_interval": FILESYSTEM_POLL_S}
+
+
+def broker_transport_options(settings: Settings) -> dict:
+    if settings.broker_url.startswith("filesystem://"):
+        return filesystem_broker_options(settings.broker_dir)
+    return {"visibility_timeout": settings.job_time_limit_s + 2 * HARD_LIMIT_GRACE_S}
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("ntklab", broker=settings.broker_url, include=["workers.tasks"])
+    app.conf.update(
+        broker_transport_options=broker_transport_options(settings),
+        broker_connection_retry_on_startup=True,
+        task_default_queue=settings.queue,
+        task_routes={TASK_NAME: {"queue": settings.queue}},
+        task_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_ignore_result=True,
+        worker_prefetch_multiplier=1,
+        worker_pool="prefork",
+        worker_concurrency=1,
+        worker_proc_alive_timeout=CHILD_START_TIMEOUT_S,
+        task_soft_time_limit=settings.job_time_limit_s,
+        task_time_limit=settings.job_time_limit_s + HARD_LIMIT_GRACE_S,
+        worker_send_task_events=False,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = make_celery(get_settings())

@@ -1,0 +1,150 @@
+"""The worker's writes to the jobs table: claim, heartbeat + progress + metric chunks, finish.
+
+Every write after the claim is conditional on owning the row: `status = 'running'` and
+`attempts` equal to the attempt this worker claimed. If the reaper gave the job to someone
+else (this worker looked dead), the condition fails, nothing is written, and the caller is
+told it lost the job. Transient database errors (OperationalError) are retried briefly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import create_engine, delete, event, insert, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
+
+from service.models import Artifact, Job, MetricChunk, utcnow
+from service.settings import Settings, get_settings
+
+transient = retry_if_exception_type(OperationalError)
+retry_briefly = retry(retry=transient, stop=stop_after_attempt(4), wait=wait_exponential(0.1, max=1.0), reraise=True)
+retry_patiently = retry(retry=transient, stop=stop_after_delay(60), wait=wait_exponential(0.2, max=5.0), reraise=True)
+
+
+class LostJob(Exception):
+    """The row is no longer this worker's: it was requeued, cancelled or finished elsewhere."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: str
+    attempt: int
+    spec: dict
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    name: str
+    chunk: int
+    steps: list[int]
+    values: list[float | None]
+
+
+def session_factory(settings: Settings | None = None) -> sessionmaker[Session]:
+    """Sessions on `settings.database_url` (SQLite gets WAL and a busy timeout: API and worker both write)."""
+    url = (settings or get_settings()).database_url
+    return _sessions(url)
+
+
+@lru_cache
+def _sessions(url: str) -> sessionmaker[Session]:
+    engine = create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _owned(job_id: str, attempt: int):
+    return (Job.id == job_id, Job.status == "running", Job.attempts == attempt)
+
+
+class JobStore:
+    def __init__(self, sessions: sessionmaker[Session]):
+        self.sessions = sessions
+
+    @retry_briefly
+    def claim(self, job_id: str, worker: str, device: str) -> Claim | None:
+        """queued → running, attempts + 1, and wipe an earlier attempt's chunks and artifacts; None if taken."""
+        now = utcnow()
+        with self.sessions.begin() as session:
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(True))
+                .values(status="cancelled", progress_phase="cancelled", finished_at=now)
+            )
+            row = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(False))
+                .values(
+                    status="running", attempts=Job.attempts + 1, started_at=now, heartbeat_at=now,
+                    worker=worker, device=device, progress_phase="starting", progress_step=0,
+                    progress_eta_s=None, summary=None, error=None, finished_at=None,
+                )
+                .returning(Job.attempts, Job.spec)
+            ).first()
+            if row is None:
+                return None
+            session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
+            session.execute(delete(Artifact).where(Artifact.job_id == job_id))
+        return Claim(job_id=job_id, attempt=row.attempts, spec=row.spec)
+
+    @retry_briefly
+    def report(self, claim: Claim, progress: dict | None, chunks: list[ChunkRow]) -> bool:
+        """Heartbeat, optional progress columns and metric chunks in one transaction; returns cancel_requested."""
+        with self.sessions.begin() as session:
+            cancel = session.execute(
+                update(Job).where(*_owned(claim.job_id, claim.attempt))
+                .values(heartbeat_at=utcnow(), **(progress or {}))
+                .returning(Job.cancel_requested)
+            ).scalar()
+            if cancel is None:
+                raise LostJob(claim.job_id)
+            _insert_chunks(session, claim.job_id, chunks)
+        return bool(cancel)
+
+    @retry_patiently
+    def finish(
+        self, claim: Claim, status: str, *, summary: dict | None = None, error: dict | None = None,
+        chunks: list[ChunkRow] = (), replace_series: tuple[str, ...] = (), artifacts: dict | None = None,
+    ) -> None:
+        """Store the outcome and set the final status; raises LostJob if the row is not ours."""
+        now = utcnow()
+        with self.sessions.begin() as session:
+            phase = {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
+            taken = session.execute(
+                update(Job).where(*_owned(claim.job_id, claim.attempt))
+                .values(status=status, summary=summary, error=error, finished_at=now, heartbeat_at=now, **phase)
+            ).rowcount
+            if not taken:
+                raise LostJob(claim.job_id)
+            if replace_series:
+                session.execute(
+                    delete(MetricChunk).where(MetricChunk.job_id == claim.job_id, MetricChunk.name.in_(replace_series))
+                )
+            _insert_chunks(session, claim.job_id, list(chunks))
+            for name, (media_type, data) in (artifacts or {}).items():
+                session.execute(
+                    insert(Artifact).values(
+                        job_id=claim.job_id, name=name, media_type=media_type, size=len(data), data=data, created_at=now
+                    )
+                )
+
+
+def _insert_chunks(session: Session, job_id: str, chunks: list[ChunkRow]) -> None:
+    if chunks:
+        session.execute(
+            insert(MetricChunk),
+            [{"job_id": job_id, "name": c.name, "chunk": c.chunk, "steps": c.steps, "values": c.values} for c in chunks],
+        )
+

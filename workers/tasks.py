@@ -1,0 +1,157 @@
+"""`ntklab.run_job(job_id)`: claim the row, run the engine, write what it reports, store the outcome.
+
+The task is idempotent. The claim is a conditional UPDATE (queued → running, attempts + 1);
+a duplicate delivery, a cancelled job or a job another worker holds claims nothing and the
+task returns without writing. A new attempt wipes the previous attempt's metric chunks and
+artifacts; the engine is deterministic given the spec's seed, so the retried series has
+every step exactly once. torch is imported in the worker's child process only.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_process_init
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from api_schemas.spec import JobSpec
+from service.models import Job
+from service.settings import Settings, get_settings
+from workers.celery_app import TASK_NAME, app
+from workers.engine.callbacks import JobCancelled
+from workers.heartbeat import MAX_CHUNK_POINTS, JobReporter, SeriesBuffer
+from workers.job_store import ChunkRow, Claim, JobStore, LostJob, session_factory
+
+log = logging.getLogger(__name__)
+
+
+@worker_process_init.connect
+def _import_engine_in_child(**_) -> None:
+    """Pay torch's import when the child starts, not when the first job arrives."""
+    import workers.engine.run  # noqa: F401
+
+
+@app.task(name=TASK_NAME, bind=True)
+def run_job(self, job_id: str) -> None:
+    settings = get_settings()
+    store = JobStore(session_factory(settings))
+    spec_json = _spec_of(store, job_id)
+    if spec_json is None:
+        return
+    device = worker_device(spec_json.get("device", "auto"))
+    claim = store.claim(job_id, worker=self.request.hostname or socket.gethostname(), device=device)
+    if claim is None:
+        log.info("job %s: not queued (duplicate delivery, cancelled or taken); nothing to do", job_id)
+        return
+    try:
+        execute(store, claim, settings, device)
+    except LostJob:
+        log.warning("job %s attempt %d: another worker owns the row; result dropped", job_id, claim.attempt)
+
+
+def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> None:
+    try:
+        spec = JobSpec.model_validate(claim.spec)
+    except ValidationError as error:
+        store.finish(claim, "failed", error={"type": "InvalidSpec", "message": str(error)})
+        return
+    from workers.engine.run import run
+
+    reporter = JobReporter(
+        store, claim, heartbeat_interval_s=settings.heartbeat_interval_s,
+        flush_interval_s=settings.metrics_flush_interval_s,
+    )
+    result = None
+    with reporter:
+        try:
+            result = run(spec, reporter, device=device.split(" ")[0])
+            status, error = "succeeded", None
+        except JobCancelled:
+            status, error = "cancelled", None
+        except SoftTimeLimitExceeded:
+            status, error = "failed", {"type": "TimeLimit", "message": f"time limit of {settings.job_time_limit_s} s exceeded"}
+        except Exception as exc:
+            log.exception("job %s failed", claim.job_id)
+            status, error = "failed", describe_failure(exc)
+    if reporter.lost:
+        raise LostJob(claim.job_id)
+    rows, replace = final_rows(reporter.series, result.series if result else {})
+    summary, artifacts = (None, {}) if result is None else stored_outcome(result, settings.max_artifact_bytes)
+    store.finish(claim, status, summary=summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts)
+
+
+def _spec_of(store: JobStore, job_id: str) -> dict | None:
+    with store.sessions() as session:
+        return session.execute(select(Job.spec).where(Job.id == job_id)).scalar()
+
+
+def worker_device(wanted: str) -> str:
+    """'cuda:0 <GPU name>' when the spec allows CUDA and this worker has it, else 'cpu'."""
+    import torch
+
+    if wanted != "cpu" and torch.cuda.is_available():
+        return f"cuda:0 {torch.cuda.get_device_name(0)}"[:64]
+    return "cpu"
+
+
+def describe_failure(exc: BaseException) -> dict:
+    if is_out_of_memory(exc):
+        _release_gpu_memory()
+        return {"type": "OutOfMemory", "message": f"out of memory: {exc}"}
+    return {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    import torch
+
+    text = str(exc).lower()
+    return isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)) or "out of memory" in text or "can't allocate memory" in text
+
+
+def _release_gpu_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def final_rows(buffer: SeriesBuffer, series: dict) -> tuple[list[ChunkRow], tuple[str, ...]]:
+    """The chunks still to write: buffered points, then each final series' points after what was streamed.
+
+    If a series in the result does not extend what was streamed (the engine recomputed it),
+    its streamed chunks are replaced by the result's series from chunk 0.
+    """
+    rows = buffer.take()
+    replace = []
+    for name, final in series.items():
+        written = buffer.written_steps.get(name, [])
+        if final.steps[: len(written)] == written:
+            start, chunk = len(written), buffer.next_chunk.get(name, 0)
+        else:
+            replace.append(name)
+            rows = [row for row in rows if row.name != name]
+            start, chunk = 0, 0
+        for offset in range(start, len(final.steps), MAX_CHUNK_POINTS):
+            end = offset + MAX_CHUNK_POINTS
+            rows.append(ChunkRow(name, chunk, list(final.steps[offset:end]), list(final.values[offset:end])))
+            chunk += 1
+    return rows, tuple(replace)
+
+
+def stored_outcome(result, max_artifact_bytes: int) -> tuple[dict, dict[str, tuple[str, bytes]]]:
+    """The summary and the artifacts under the size cap; a skipped artifact is named in the summary."""
+    from workers.engine.result import finite_or_none
+
+    summary = {name: finite_or_none(value) for name, value in result.summary.items()}
+    artifacts, skipped = {}, []
+    for name, artifact in result.artifacts.items():
+        if len(artifact.data) > max_artifact_bytes:
+            skipped.append(f"{name} ({len(artifact.data)} bytes > cap {max_artifact_bytes})")
+        else:
+            artifacts[name] = (artifact.media_type, artifact.data)
+    if skipped:
+        summary["artifacts_skipped"] = "; ".join(skipped)
+    return summary, artifacts

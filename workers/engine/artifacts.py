@@ -1,0 +1,67 @@
+"""Binary artifacts of a run: kernels and outputs (.npy), weights (.npz), reports (.json).
+
+Weights are stored as one array per parameter — trainable and frozen — keyed by its
+name in `net.named_parameters()` (e.g. "stages.0.layer.weight", "readout.bias"), in the
+run's dtype, as the raw values before the layer's parameterization multiplier (a layer
+computes c · x Wᵀ + b with c = 1/√fan_in under the NTK parameterization; the file holds W).
+`load_weights` puts them back into a network built from the same spec.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from workers.engine.result import Artifact
+
+NPY = "application/x-npy"
+NPZ = "application/x-npz"
+JSON = "application/json"
+
+
+def npy_artifact(tensor: torch.Tensor) -> Artifact:
+    """The tensor as a float64 .npy file."""
+    buffer = io.BytesIO()
+    np.save(buffer, tensor.detach().to("cpu", torch.float64).numpy())
+    return Artifact(buffer.getvalue(), NPY)
+
+
+def weights_artifact(net: nn.Module) -> Artifact:
+    """Every parameter of `net` as a named array of an .npz file."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: p.detach().cpu().numpy() for name, p in net.named_parameters()})
+    return Artifact(buffer.getvalue(), NPZ)
+
+
+@torch.no_grad()
+def load_weights(net: nn.Module, data: bytes) -> None:
+    """Copy the arrays of a weights .npz into the parameters of the same names (all must match)."""
+    with np.load(io.BytesIO(data)) as arrays:
+        params = dict(net.named_parameters())
+        if set(arrays.files) != set(params):
+            raise ValueError(f"weights file holds {sorted(arrays.files)}, the network has {sorted(params)}")
+        for name, p in params.items():
+            p.copy_(torch.from_numpy(arrays[name]))
+
+
+def json_artifact(payload: Any) -> Artifact:
+    """UTF-8 JSON with every non-finite float replaced by null."""
+    text = json.dumps(json_safe(payload), allow_nan=False, indent=1)
+    return Artifact(text.encode(), JSON)
+
+
+def json_safe(value: Any) -> Any:
+    """Nested lists/dicts/tuples with NaN and ±Infinity mapped to None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -1,0 +1,132 @@
+"""Training: the loss, the optimizer, the automatic step size and the loop.
+
+Losses over the training set (x_i, y_i), i = 1…n, with logits f(x_i) ∈ R^O and outputs φ(f):
+
+    mse:            L(w) = (1/2n) Σ_i ‖φ(f(w; x_i)) − y_i‖²
+    cross_entropy:  L(w) = −(1/n) Σ_i Σ_a y_ia log softmax(f(w; x_i))_a
+
+Cross-entropy always reads the logits, so a softmax head and an identity head give the
+same loss. `gd` is full-batch gradient descent; `sgd`, `momentum` (heavy ball) and
+`adam` use minibatches of `batch_size` drawn without replacement per epoch (full batch
+when batch_size is unset). The loss recorded at step t is the full training loss at w_t,
+before the t-th update.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from api_schemas.spec import TrainingSpec
+from workers.engine.callbacks import Callbacks, JobCancelled, Progress
+from workers.engine.data import Dataset
+from workers.engine.nets import Network, trainable_parameters
+
+Observer = Callable[[int, float, bool], None]
+"""observe(step, loss at w_step, final) — called at every step before the update."""
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """How training ended: `steps` updates applied; `final_loss` is the loss at w_steps."""
+
+    outcome: str  # converged | max_steps | time_budget | diverged
+    steps: int
+    final_loss: float
+    diverged_step: int | None = None
+
+
+def auto_lr(kernel_lambda_max: float, n_probe: int) -> float:
+    """η = 1 / λ_max(H_GN) with H_GN = (1/n) Jᵀ J, so η = n_probe / λ_max(K(w₀)).
+
+    J is the (n·O) × p Jacobian of the outputs on the probe set and K = J Jᵀ, which has
+    the same non-zero eigenvalues as Jᵀ J. Gradient descent on a quadratic is stable for
+    η < 2/λ_max, so this is half the stability limit of the Gauss–Newton model at init.
+    """
+    return n_probe / kernel_lambda_max
+
+
+def loss_function(name: str, net: Network) -> Callable[[Tensor, Tensor], Tensor]:
+    """L(x [b, …], y [b, O]) → scalar, as defined in the module docstring."""
+    if name == "mse":
+        return lambda x, y: 0.5 * (net.outputs(x) - y).pow(2).sum() / len(x)
+    return lambda x, y: -(y * F.log_softmax(net(x), dim=-1)).sum() / len(x)
+
+
+def make_optimizer(spec: TrainingSpec, params: list[Tensor], lr: float) -> torch.optim.Optimizer:
+    if spec.optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    momentum = spec.momentum if spec.optimizer == "momentum" else 0.0
+    return torch.optim.SGD(params, lr=lr, momentum=momentum)
+
+
+def minibatches(n: int, batch_size: int, seed: int) -> Iterator[Tensor]:
+    """Index tensors of `batch_size` points; each epoch is a fresh seeded permutation."""
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        yield from torch.randperm(n, generator=generator).split(batch_size)
+
+
+def train(
+    net: Network,
+    data: Dataset,
+    spec: TrainingSpec,
+    *,
+    lr: float,
+    seed: int,
+    callbacks: Callbacks,
+    observe: Observer,
+) -> TrainingOutcome:
+    """Optimise until target_loss, max_steps or time_budget_s; a non-finite loss ends it as "diverged"."""
+    x, y = data.x_train, data.y_train
+    loss_of = loss_function(spec.loss, net)
+    optimizer = make_optimizer(spec, list(trainable_parameters(net).values()), lr)
+    full_batch = spec.optimizer == "gd" or spec.batch_size is None or spec.batch_size >= len(x)
+    batches = None if full_batch else minibatches(len(x), spec.batch_size, seed)
+    started, step = time.perf_counter(), 0
+    while True:
+        if callbacks.cancelled():
+            raise JobCancelled(f"cancelled at step {step}")
+        with torch.set_grad_enabled(full_batch):
+            loss = loss_of(x, y)
+        value, elapsed = loss.item(), time.perf_counter() - started
+        if not math.isfinite(value):
+            return TrainingOutcome("diverged", step, value, diverged_step=step)
+        stop = stop_reason(spec, value, step, elapsed)
+        observe(step, value, stop is not None)
+        callbacks.progress(Progress(step, spec.max_steps, "train", eta_s(spec, step, elapsed)))
+        if stop is not None:
+            return TrainingOutcome(stop, step, value)
+        optimizer.zero_grad(set_to_none=True)
+        if batches is not None:
+            batch = next(batches).to(x.device)
+            loss = loss_of(x[batch], y[batch])
+        loss.backward()
+        optimizer.step()
+        step += 1
+
+
+def stop_reason(spec: TrainingSpec, loss: float, step: int, elapsed_s: float) -> str | None:
+    if spec.target_loss is not None and loss <= spec.target_loss:
+        return "converged"
+    if step >= spec.max_steps:
+        return "max_steps"
+    if spec.time_budget_s is not None and elapsed_s >= spec.time_budget_s:
+        return "time_budget"
+    return None
+
+
+def eta_s(spec: TrainingSpec, step: int, elapsed_s: float) -> float | None:
+    """Seconds left at the mean pace so far, capped by what is left of the time budget."""
+    if step == 0:
+        return None
+    eta = elapsed_s / step * (spec.max_steps - step)
+    if spec.time_budget_s is not None:
+        eta = min(eta, max(spec.time_budget_s - elapsed_s, 0.0))
+    return eta

@@ -1,0 +1,47 @@
+"""Engines and sessions for the one SQL database (SQLite embedded, PostgreSQL full stack).
+
+SQLite runs in WAL mode with a busy timeout and foreign keys on (the schema deletes a
+job's metric chunks, tags and artifacts by ON DELETE CASCADE); the API's threadpool and
+the worker share the file. PostgreSQL connections are checked before use, so the pool
+recovers by itself after the server restarts.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+POSTGRES_CONNECT_TIMEOUT_S = 5
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str) -> Engine:
+    if is_sqlite(url):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S},
+    )
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

@@ -91,6 +91,9 @@ class JobReporter:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    def last_progress(self) -> dict | None:
+        return _progress_columns(self._progress, None)
+
     # ---- the thread
     def __enter__(self) -> JobReporter:
         self._thread.start()

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sqlalchemy import create_engine, delete, event, insert, update
+from sqlalchemy import delete, insert, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
+from service.db import make_engine, make_session_factory
 from service.models import Artifact, Job, MetricChunk, utcnow
 from service.settings import Settings, get_settings
 
@@ -44,25 +45,13 @@ class ChunkRow:
 
 
 def session_factory(settings: Settings | None = None) -> sessionmaker[Session]:
-    """Sessions on `settings.database_url` (SQLite gets WAL and a busy timeout: API and worker both write)."""
-    url = (settings or get_settings()).database_url
-    return _sessions(url)
+    """Sessions on `settings.database_url`, one engine per URL and process."""
+    return _sessions((settings or get_settings()).database_url)
 
 
 @lru_cache
 def _sessions(url: str) -> sessionmaker[Session]:
-    engine = create_engine(url, pool_pre_ping=True)
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
-    return sessionmaker(engine, expire_on_commit=False)
-
-
-def _sqlite_pragmas(connection, _record) -> None:
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+    return make_session_factory(make_engine(url))
 
 
 def _owned(job_id: str, attempt: int):
@@ -117,11 +106,12 @@ class JobStore:
     def finish(
         self, claim: Claim, status: str, *, summary: dict | None = None, error: dict | None = None,
         chunks: list[ChunkRow] = (), replace_series: tuple[str, ...] = (), artifacts: dict | None = None,
+        progress: dict | None = None,
     ) -> None:
-        """Store the outcome and set the final status; raises LostJob if the row is not ours."""
+        """Store the outcome, the last progress and the final status; raises LostJob if the row is not ours."""
         now = utcnow()
         with self.sessions.begin() as session:
-            phase = {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
+            phase = (progress or {}) | {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
             taken = session.execute(
                 update(Job).where(*_owned(claim.job_id, claim.attempt))
                 .values(status=status, summary=summary, error=error, finished_at=now, heartbeat_at=now, **phase)

@@ -80,7 +80,10 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         raise LostJob(claim.job_id)
     rows, replace = final_rows(reporter.series, result.series if result else {})
     summary, artifacts = (None, {}) if result is None else stored_outcome(result, settings.max_artifact_bytes)
-    store.finish(claim, status, summary=summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts)
+    store.finish(
+        claim, status, summary=summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
+        progress=reporter.last_progress(),
+    )
 
 
 def _spec_of(store: JobStore, job_id: str) -> dict | None:

@@ -1,0 +1,48 @@
+# The README's commands. `make up`: the embedded stack (SQLite + filesystem broker) on
+# loopback; `make test`: the whole suite, with PostgreSQL and Redis started by scripts/services.sh.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION := 2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+STAMP := $(VENV)/.ntklab-installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+QUEUE ?= ntklab
+
+.PHONY: install up test bench demo clean
+
+install: $(STAMP)
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q torch==$(TORCH_VERSION) --index-url $(TORCH_INDEX)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+up: $(STAMP)
+	@mkdir -p var
+	$(VENV)/bin/alembic upgrade head
+	@trap 'kill $$api $$worker 2>/dev/null; wait' INT TERM EXIT; \
+	$(VENV)/bin/uvicorn service.app:app --host $(HOST) --port $(PORT) & api=$$!; \
+	$(VENV)/bin/celery -A workers.celery_app worker --concurrency=1 -Q $(QUEUE) --loglevel=INFO & worker=$$!; \
+	sleep 2; \
+	echo; echo "ntklab is up: http://$(HOST):$(PORT)/docs"; \
+	echo "submit a job:  curl -s -X POST http://$(HOST):$(PORT)/v1/jobs -H 'Content-Type: application/json' -d @examples/quickstart.json"; \
+	echo "Ctrl-C stops the API and the worker."; echo; \
+	wait
+
+test: $(STAMP)
+	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@echo "bench: not written yet"
+
+demo: $(STAMP)
+	@echo "demo: not written yet"
+
+clean:
+	rm -rf var/ntklab.db var/ntklab.db-wal var/ntklab.db-shm var/broker .pytest_cache

@@ -1,0 +1,170 @@
+"""Transport: one request = build once, send with retries, map failures to exceptions.
+
+Retries (tenacity) cover connection errors, timeouts, 429 and 5xx. The wait before
+retry k (k = 1, 2, …) is the answer's `Retry-After` when it has one (capped at
+`MAX_RETRY_AFTER_S`), else exponential backoff with jitter:
+min(INITIAL_BACKOFF_S · 2^(k−1), MAX_BACKOFF_S) + U(0, JITTER_S).
+Every POST carries an `Idempotency-Key` generated once per call and reused by all of its
+retries, so a retried create never makes a second resource.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import time
+import uuid
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_exponential_jitter
+
+from ntklab import errors
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+DEFAULT_MAX_RETRIES = 2
+INITIAL_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
+JITTER_S = 0.25
+MAX_RETRY_AFTER_S = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Everything that shapes a request; `with_options` makes a changed copy."""
+
+    base_url: str
+    api_key: str | None
+    timeout: httpx.Timeout
+    max_retries: int
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + path
+
+    def headers(self, method: str, extra: dict[str, str] | None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["X-API-Key"] = self.api_key
+        if method == "POST":
+            headers["Idempotency-Key"] = f"ntklab-{uuid.uuid4()}"
+        headers.update(extra or {})
+        return headers
+
+
+def retry_after_seconds(response: httpx.Response | None) -> float | None:
+    """Seconds the `Retry-After` header asks for (delta-seconds or HTTP-date), or None."""
+    value = response.headers.get("Retry-After") if response is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, errors.APIConnectionError):
+        return True
+    return isinstance(exc, errors.APIStatusError) and (exc.status == 429 or exc.status >= 500)
+
+
+_backoff = wait_exponential_jitter(multiplier=INITIAL_BACKOFF_S, max=MAX_BACKOFF_S, jitter=JITTER_S)
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    asked = retry_after_seconds(exc.response) if isinstance(exc, errors.APIStatusError) else None
+    if asked is not None:
+        return min(asked, MAX_RETRY_AFTER_S)
+    return _backoff(state)
+
+
+def _policy(max_retries: int) -> dict[str, Any]:
+    return dict(
+        stop=stop_after_attempt(max_retries + 1),
+        wait=_wait,
+        retry=retry_if_exception(_is_retryable),
+        reraise=True,
+    )
+
+
+def _checked(response: httpx.Response) -> httpx.Response:
+    if response.is_error:
+        raise errors.status_error(response)
+    return response
+
+
+def _build(options: Options, method: str, path: str, params: dict | None, json: Any, headers: dict | None):
+    return dict(
+        method=method,
+        url=options.url(path),
+        params={key: value for key, value in (params or {}).items() if value is not None},
+        json=json,
+        headers=options.headers(method, headers),
+        timeout=options.timeout,
+    )
+
+
+class Transport:
+    """Synchronous requests over one shared `httpx.Client`."""
+
+    def __init__(self, options: Options, http: httpx.Client) -> None:
+        self.options = options
+        self.http = http
+
+    def request(
+        self, method: str, path: str, *, params: dict | None = None, json: Any = None, headers: dict | None = None
+    ) -> httpx.Response:
+        request = self.http.build_request(**_build(self.options, method, path, params, json, headers))
+        for attempt in Retrying(**_policy(self.options.max_retries)):
+            with attempt:
+                response = self._send(request)
+        return response
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = self.http.send(request)
+        except httpx.TimeoutException as exc:
+            raise errors.APITimeoutError(request=request) from exc
+        except httpx.TransportError as exc:
+            raise errors.APIConnectionError(f"Connection error: {exc}", request=request) from exc
+        return _checked(response)
+
+
+class AsyncTransport:
+    """Asynchronous requests over one shared `httpx.AsyncClient`."""
+
+    def __init__(self, options: Options, http: httpx.AsyncClient) -> None:
+        self.options = options
+        self.http = http
+
+    async def request(
+        self, method: str, path: str, *, params: dict | None = None, json: Any = None, headers: dict | None = None
+    ) -> httpx.Response:
+        request = self.http.build_request(**_build(self.options, method, path, params, json, headers))
+        async for attempt in AsyncRetrying(**_policy(self.options.max_retries)):
+            with attempt:
+                response = await self._send(request)
+        return response
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self.http.send(request)
+        except httpx.TimeoutException as exc:
+            raise errors.APITimeoutError(request=request) from exc
+        except httpx.TransportError as exc:
+            raise errors.APIConnectionError(f"Connection error: {exc}", request=request) from exc
+        return _checked(response)
+
+
+def poll_delay(response: httpx.Response, poll_interval: float) -> float:
+    """Seconds to sleep before the next poll: at least `poll_interval`, at least `Retry-After`."""
+    asked = retry_after_seconds(response)
+    return max(poll_interval, min(asked, MAX_RETRY_AFTER_S) if asked is not None else 0.0)

@@ -1,0 +1,157 @@
+"""Exceptions raised by the SDK: one class per HTTP status, plus transport and job failures.
+
+Every error answer of the service is RFC 9457 `application/problem+json`
+({type, title, status, detail, errors: [{field, message, ...}]}); its fields are copied
+onto the exception so callers can branch on them without parsing the body again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    from ntklab.resources.jobs import Job
+
+
+class NtklabError(Exception):
+    """Base of every exception the SDK raises on purpose."""
+
+
+class APIError(NtklabError):
+    """A request to the service did not produce a usable answer."""
+
+    def __init__(self, message: str, *, request: httpx.Request | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request = request
+
+
+class APIConnectionError(APIError):
+    """The service could not be reached (refused, reset, DNS, TLS) after every retry."""
+
+    def __init__(self, message: str = "Connection error.", *, request: httpx.Request | None = None) -> None:
+        super().__init__(message, request=request)
+
+
+class APITimeoutError(APIConnectionError):
+    """The service did not answer within the client's timeout, after every retry."""
+
+    def __init__(self, message: str = "Request timed out.", *, request: httpx.Request | None = None) -> None:
+        super().__init__(message, request=request)
+
+
+class APIStatusError(APIError):
+    """The service answered with a 4xx or 5xx status; the problem+json fields are attributes."""
+
+    status_code: int = 0
+
+    def __init__(self, response: httpx.Response, problem: dict[str, Any]) -> None:
+        self.response = response
+        self.status = response.status_code
+        self.type: str = problem.get("type") or "about:blank"
+        self.title: str = problem.get("title") or response.reason_phrase
+        self.detail: str | None = problem.get("detail")
+        self.errors: list[dict[str, Any]] = list(problem.get("errors") or [])
+        super().__init__(_describe(self.status, self.title, self.detail, self.errors), request=response.request)
+
+    @property
+    def fields(self) -> list[str]:
+        """Dotted paths of the offending fields, in the order the service listed them."""
+        return [str(error.get("field")) for error in self.errors if error.get("field") is not None]
+
+
+class BadRequestError(APIStatusError):
+    status_code = 400
+
+
+class AuthenticationError(APIStatusError):
+    status_code = 401
+
+
+class PermissionDeniedError(APIStatusError):
+    status_code = 403
+
+
+class NotFoundError(APIStatusError):
+    status_code = 404
+
+
+class ConflictError(APIStatusError):
+    status_code = 409
+
+
+class PayloadTooLargeError(APIStatusError):
+    status_code = 413
+
+
+class UnprocessableEntityError(APIStatusError):
+    status_code = 422
+
+
+class RateLimitError(APIStatusError):
+    status_code = 429
+
+
+class InternalServerError(APIStatusError):
+    """Any 5xx answer."""
+
+    status_code = 500
+
+
+class JobFailedError(NtklabError):
+    """`wait()` saw the job end `failed` or `cancelled`; `.job` is its final state."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        reason = (job.error or {}).get("detail") or (job.error or {}).get("message") or job.status
+        super().__init__(f"job {job.id} {job.status}: {reason}")
+
+
+class WaitTimeoutError(NtklabError, TimeoutError):
+    """`wait()` gave up before the job or sweep finished; `.resource` is its last state."""
+
+    def __init__(self, resource: Any, timeout: float) -> None:
+        self.resource = resource
+        super().__init__(f"{resource.id} still {resource.status} after {timeout:g} s")
+
+
+_BY_STATUS: dict[int, type[APIStatusError]] = {
+    cls.status_code: cls
+    for cls in (
+        BadRequestError,
+        AuthenticationError,
+        PermissionDeniedError,
+        NotFoundError,
+        ConflictError,
+        PayloadTooLargeError,
+        UnprocessableEntityError,
+        RateLimitError,
+    )
+}
+
+
+def status_error(response: httpx.Response) -> APIStatusError:
+    """The exception for an error response, filled from its problem+json body when it has one."""
+    cls = _BY_STATUS.get(response.status_code)
+    if cls is None:
+        cls = InternalServerError if response.status_code >= 500 else APIStatusError
+    return cls(response, _problem(response))
+
+
+def _problem(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {"detail": response.text[:500] or None}
+    return body if isinstance(body, dict) else {"detail": str(body)[:500]}
+
+
+def _describe(status: int, title: str, detail: str | None, errors: list[dict[str, Any]]) -> str:
+    text = f"{status} {title}"
+    if detail:
+        text += f": {detail}"
+    for error in errors:
+        text += f"\n  {error.get('field', '?')}: {error.get('message', '')}"
+    return text

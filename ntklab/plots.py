@@ -1,0 +1,113 @@
+"""Figures for a job (ΔK(t), loss, weight change) and a sweep (log–log with fitted slopes).
+
+matplotlib is imported only when a figure is drawn. Figures are built with the
+object-oriented API (no pyplot state), returned, and saved when a path is given; the
+format follows the path's suffix (.png, .svg, .pdf).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ntklab.resources.jobs import MetricSeries
+    from ntklab.resources.sweeps import SweepRow
+
+JOB_PANELS = (
+    ("ΔK(t) = ‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F", ("delta_k",)),
+    ("training loss", ("loss",)),
+    ("weight change ‖w_t − w₀‖", ("weight_change_l2", "weight_change_linf")),
+)
+
+
+def _figure(width: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, 3.6), layout="constrained")
+
+
+def _save(figure: Figure, path: str | None) -> Figure:
+    if path is not None:
+        figure.savefig(path)
+    return figure
+
+
+def job_figure(metrics: Mapping[str, MetricSeries], *, title: str = "", path: str | None = None) -> Figure:
+    """Three panels against training step (symlog x, log y): ΔK(t), loss, ‖w_t−w₀‖₂ and ‖w_t−w₀‖_∞."""
+    figure = _figure(13.0)
+    axes = figure.subplots(1, 3)
+    for ax, (label, names) in zip(axes, JOB_PANELS):
+        for name in names:
+            if name in metrics:
+                steps, values = metrics[name]
+                ax.plot(steps, values, marker=".", label=name)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_xscale("symlog", linthresh=1)
+        if ax.lines and np.nanmin([np.nanmin(line.get_ydata()) for line in ax.lines]) > 0:
+            ax.set_yscale("log")
+        if len(ax.lines) > 1:
+            ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if np.isfinite(value) and value > 0 else None
+
+
+def sweep_points(
+    rows: Sequence[SweepRow], *, x: str, y: str, group_by: Sequence[str]
+) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """Per group: the distinct positive x and the mean of the positive y of succeeded rows at each."""
+    collected: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        xv, yv = _number(row.values.get(x)), _number(row.summary.get(y))
+        if row.status == "succeeded" and xv is not None and yv is not None:
+            collected[tuple((path, row.values.get(path)) for path in group_by)][xv].append(yv)
+    return {
+        group: (np.array(sorted(by_x)), np.array([np.mean(by_x[v]) for v in sorted(by_x)]))
+        for group, by_x in collected.items()
+    }
+
+
+def loglog_slope(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
+    """Least-squares (slope s, intercept a) of log y = a + s·log x."""
+    slope, intercept = np.polyfit(np.log(xs), np.log(ys), 1)
+    return float(slope), float(intercept)
+
+
+def sweep_figure(
+    rows: Sequence[SweepRow], *, x: str, y: str, group_by: Sequence[str] = (), title: str = "", path: str | None = None
+) -> Figure:
+    """log–log y against x: seed-averaged points per group and the fitted line, slope in the legend."""
+    figure = _figure(6.4)
+    ax = figure.subplots()
+    for group, (xs, ys) in sorted(sweep_points(rows, x=x, y=y, group_by=group_by).items(), key=repr):
+        name = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group) or y
+        points = ax.plot(xs, ys, "o")[0]
+        if len(xs) >= 2:
+            slope, intercept = loglog_slope(xs, ys)
+            grid = np.geomspace(xs.min(), xs.max(), 50)
+            ax.plot(grid, np.exp(intercept) * grid**slope, "-", color=points.get_color(),
+                    label=f"{name}: slope {slope:+.2f}")
+        else:
+            points.set_label(name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    ax.set_title(title)
+    return _save(figure, path)

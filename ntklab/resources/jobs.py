@@ -1,0 +1,296 @@
+"""`client.jobs`: create, follow and read one training run and its diagnostics."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from ntklab._http import poll_delay
+from ntklab.errors import JobFailedError, WaitTimeoutError
+from ntklab.progress import ProgressBar
+from ntklab.specs import SpecLike, to_body
+
+if TYPE_CHECKING:
+    import httpx
+    from matplotlib.figure import Figure
+
+    from ntklab.client import AsyncClient, Client
+
+FINISHED = ("succeeded", "failed", "cancelled")
+PLOTTED_SERIES = ("delta_k", "loss", "weight_change_l2", "weight_change_linf")
+
+
+class Progress(BaseModel):
+    step: int = 0
+    total: int = 0
+    phase: str = ""
+    eta_s: float | None = None
+
+
+class Job(BaseModel):
+    """A job as the service reports it; `plot()` draws its ΔK(t), loss and weight change."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    status: str
+    name: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    sweep_id: str | None = None
+    progress: Progress = Field(default_factory=Progress)
+    summary: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    attempts: int = 0
+    device: str | None = None
+
+    _client: Client | None = PrivateAttr(default=None)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def plot(self, path: str | None = None, *, metrics: dict[str, MetricSeries] | None = None) -> Figure:
+        """One figure of ΔK(t), loss and ‖w−w₀‖ against step; saved to `path` (.png/.svg) if given.
+
+        The series are fetched through the client that returned this job, unless `metrics`
+        (the result of `jobs.metrics`) is passed, as it must be for jobs of an AsyncClient.
+        """
+        from ntklab.plots import job_figure
+
+        if metrics is None:
+            if self._client is None:
+                raise TypeError("this job is not bound to a synchronous Client: pass metrics=")
+            metrics = self._client.jobs.metrics(self.id, PLOTTED_SERIES)
+        return job_figure(metrics, title=self.name or self.id, path=path)
+
+
+class MetricSeries(NamedTuple):
+    """values[i] was recorded at training step steps[i]; missing (non-finite) values are NaN."""
+
+    step: np.ndarray
+    value: np.ndarray
+
+
+class ArtifactInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    media_type: str | None = None
+    size: int | None = None
+
+
+JobRef = str | Job
+
+
+def job_id(job: JobRef) -> str:
+    return job.id if isinstance(job, Job) else job
+
+
+def parse_metrics(payload: dict[str, Any], as_frame: bool) -> Any:
+    """{name: {step, value}} → {name: MetricSeries}, or a step-indexed pandas DataFrame."""
+    series = {
+        name: MetricSeries(
+            np.asarray(points["step"], dtype=np.int64),
+            np.asarray([np.nan if v is None else v for v in points["value"]], dtype=np.float64),
+        )
+        for name, points in payload.items()
+    }
+    if not as_frame:
+        return series
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError("metrics(as_frame=True) needs pandas: pip install pandas") from exc
+    columns = [pd.Series(s.value, index=pd.Index(s.step, name="step"), name=name) for name, s in series.items()]
+    return pd.concat(columns, axis=1) if columns else pd.DataFrame(index=pd.Index([], name="step"))
+
+
+def decode_artifact(name: str, content: bytes) -> Any:
+    """.npy → ndarray, .npz → {name: ndarray}, .json → parsed JSON, anything else → bytes."""
+    if name.endswith(".npy"):
+        return np.load(io.BytesIO(content), allow_pickle=False)
+    if name.endswith(".npz"):
+        with np.load(io.BytesIO(content), allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    if name.endswith(".json"):
+        return json.loads(content)
+    return content
+
+
+def _list_params(status: str | None, tag: str | None, sweep_id: str | None, limit: int | None) -> dict[str, Any]:
+    return {"status": status, "tag": tag, "sweep_id": sweep_id, "limit": limit}
+
+
+def _names(names: str | Sequence[str] | None) -> str | None:
+    if names is None or isinstance(names, str):
+        return names
+    return ",".join(names)
+
+
+def _idempotency(key: str | None) -> dict[str, str] | None:
+    return {"Idempotency-Key": key} if key else None
+
+
+class Jobs:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def _job(self, response: httpx.Response) -> Job:
+        job = Job.model_validate(response.json())
+        job._client = self._client
+        return job
+
+    def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Job:
+        """Submit a job: `spec` is a JobSpec, a dict or a .json/.yaml path; `fields` override its keys."""
+        response = self._client._transport.request(
+            "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
+        )
+        return self._job(response)
+
+    def retrieve(self, job: JobRef) -> Job:
+        return self._job(self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}"))
+
+    def list(
+        self, *, status: str | None = None, tag: str | None = None, sweep_id: str | None = None, limit: int | None = None
+    ) -> Iterator[Job]:
+        """Every matching job, oldest first, fetching pages of `limit` as the iteration goes."""
+        params = _list_params(status, tag, sweep_id, limit)
+        while True:
+            page = self._client._transport.request("GET", "/v1/jobs", params=params).json()
+            for item in page["data"]:
+                job = Job.model_validate(item)
+                job._client = self._client
+                yield job
+            if not page.get("has_more") or not page.get("next"):
+                return
+            params = {**params, "after": page["next"]}
+
+    def cancel(self, job: JobRef) -> Job:
+        """Ask the worker to stop at its next step; the job ends `cancelled` shortly after."""
+        return self._job(self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel"))
+
+    def delete(self, job: JobRef) -> None:
+        self._client._transport.request("DELETE", f"/v1/jobs/{job_id(job)}")
+
+    def wait(
+        self, job: JobRef, *, timeout: float | None = None, poll_interval: float = 1.0, progress: bool = True
+    ) -> Job:
+        """Poll until the job finishes; return it if it succeeded, raise JobFailedError otherwise.
+
+        Polls are at least `poll_interval` and at least the service's `Retry-After` apart.
+        A progress bar (step/total, phase, ETA) is drawn on stderr when it is a terminal.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with ProgressBar(job_id(job), enabled=progress) as bar:
+            while True:
+                response = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
+                current = self._job(response)
+                bar.update(current.progress.step, current.progress.total, current.progress.phase, current.progress.eta_s)
+                if current.finished:
+                    return _outcome(current)
+                delay = poll_delay(response, poll_interval)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise WaitTimeoutError(current, timeout)
+                time.sleep(delay)
+
+    def metrics(self, job: JobRef, names: str | Sequence[str] | None = None, *, as_frame: bool = False) -> Any:
+        """Recorded series by name (all when `names` is None) as numpy arrays or a DataFrame."""
+        response = self._client._transport.request(
+            "GET", f"/v1/jobs/{job_id(job)}/metrics", params={"names": _names(names)}
+        )
+        return parse_metrics(response.json(), as_frame)
+
+    def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
+        payload = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts").json()
+        items = payload["data"] if isinstance(payload, dict) else payload
+        return [ArtifactInfo.model_validate(item) for item in items]
+
+    def download(self, job: JobRef, name: str) -> bytes:
+        """The artifact's raw bytes."""
+        return self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts/{name}").content
+
+    def artifact(self, job: JobRef, name: str) -> Any:
+        """The artifact decoded: a kernel .npy is an (n·O)×(n·O) ndarray, a .json a dict."""
+        return decode_artifact(name, self.download(job, name))
+
+
+class AsyncJobs:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(
+        self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any
+    ) -> Job:
+        response = await self._client._transport.request(
+            "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
+        )
+        return Job.model_validate(response.json())
+
+    async def retrieve(self, job: JobRef) -> Job:
+        response = await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
+        return Job.model_validate(response.json())
+
+    async def list(
+        self, *, status: str | None = None, tag: str | None = None, sweep_id: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[Job]:
+        params = _list_params(status, tag, sweep_id, limit)
+        while True:
+            page = (await self._client._transport.request("GET", "/v1/jobs", params=params)).json()
+            for item in page["data"]:
+                yield Job.model_validate(item)
+            if not page.get("has_more") or not page.get("next"):
+                return
+            params = {**params, "after": page["next"]}
+
+    async def cancel(self, job: JobRef) -> Job:
+        response = await self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel")
+        return Job.model_validate(response.json())
+
+    async def delete(self, job: JobRef) -> None:
+        await self._client._transport.request("DELETE", f"/v1/jobs/{job_id(job)}")
+
+    async def wait(
+        self, job: JobRef, *, timeout: float | None = None, poll_interval: float = 1.0, progress: bool = True
+    ) -> Job:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with ProgressBar(job_id(job), enabled=progress) as bar:
+            while True:
+                response = await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
+                current = Job.model_validate(response.json())
+                bar.update(current.progress.step, current.progress.total, current.progress.phase, current.progress.eta_s)
+                if current.finished:
+                    return _outcome(current)
+                delay = poll_delay(response, poll_interval)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise WaitTimeoutError(current, timeout)
+                await asyncio.sleep(delay)
+
+    async def metrics(self, job: JobRef, names: str | Sequence[str] | None = None, *, as_frame: bool = False) -> Any:
+        response = await self._client._transport.request(
+            "GET", f"/v1/jobs/{job_id(job)}/metrics", params={"names": _names(names)}
+        )
+        return parse_metrics(response.json(), as_frame)
+
+    async def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
+        payload = (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts")).json()
+        items = payload["data"] if isinstance(payload, dict) else payload
+        return [ArtifactInfo.model_validate(item) for item in items]
+
+    async def download(self, job: JobRef, name: str) -> bytes:
+        return (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts/{name}")).content
+
+    async def artifact(self, job: JobRef, name: str) -> Any:
+        return decode_artifact(name, await self.download(job, name))
+
+
+def _outcome(job: Job) -> Job:
+    if job.status != "succeeded":
+        raise JobFailedError(job)
+    return job

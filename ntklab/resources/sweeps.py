@@ -1,0 +1,166 @@
+"""`client.sweeps`: a grid of jobs over dotted spec paths, its table and its power-law fits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ntklab._http import poll_delay
+from ntklab.errors import WaitTimeoutError
+from ntklab.progress import ProgressBar
+from ntklab.specs import SpecLike, to_body
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ntklab.client import AsyncClient, Client
+
+SWEEP_FINISHED = ("succeeded", "failed", "cancelled", "partial")
+
+
+class SweepRow(BaseModel):
+    """One job of the sweep: its grid values (dotted path → value) and its summary scalars."""
+
+    model_config = ConfigDict(extra="allow")
+
+    job_id: str
+    status: str
+    values: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class Sweep(BaseModel):
+    """A sweep as the service reports it: status, job counts by status, table and fits."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    status: str
+    name: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    table: list[SweepRow] = Field(default_factory=list)
+    fits: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in SWEEP_FINISHED
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The table flattened: one dict per job with job_id, status, grid values and summary."""
+        return [{"job_id": row.job_id, "status": row.status, **row.values, **row.summary} for row in self.table]
+
+    def plot(self, x: str, y: str, *, group_by: list[str] | None = None, path: str | None = None) -> Figure:
+        """log–log y against x, one least-squares line per group with its slope in the legend.
+
+        `group_by` defaults to the grouping of the sweep's fit of (x, y), if it asked for one.
+        """
+        from ntklab.plots import sweep_figure
+
+        if group_by is None:
+            wanted = next((fit for fit in self.fits if fit.get("x") == x and fit.get("y") == y), {})
+            group_by = list(wanted.get("group_by") or [])
+        return sweep_figure(self.table, x=x, y=y, group_by=group_by, title=self.name or self.id, path=path)
+
+
+def _progress(bar: ProgressBar, sweep: Sweep) -> None:
+    done = sum(count for status, count in sweep.counts.items() if status in SWEEP_FINISHED)
+    bar.update(done, sum(sweep.counts.values()), sweep.status)
+
+
+def _as_frame(rows: list[dict[str, Any]]) -> Any:
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError("table(as_frame=True) needs pandas: pip install pandas") from exc
+    return pd.DataFrame(rows)
+
+
+class Sweeps:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, spec: SpecLike | None = None, /, **fields: Any) -> Sweep:
+        """Submit a sweep {name, base, grid, fits} given as a model, a dict or a .json/.yaml path."""
+        response = self._client._transport.request("POST", "/v1/sweeps", json=to_body(spec, **fields))
+        return Sweep.model_validate(response.json())
+
+    def retrieve(self, sweep_id: str) -> Sweep:
+        return Sweep.model_validate(self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}").json())
+
+    def cancel(self, sweep_id: str) -> Sweep:
+        return Sweep.model_validate(self._client._transport.request("POST", f"/v1/sweeps/{sweep_id}/cancel").json())
+
+    def table(self, sweep_id: str, *, as_frame: bool = False) -> Any:
+        rows = self.retrieve(sweep_id).rows()
+        return _as_frame(rows) if as_frame else rows
+
+    def fits(self, sweep_id: str) -> list[dict[str, Any]]:
+        return self.retrieve(sweep_id).fits
+
+    def plot_image(self, sweep_id: str, *, x: str, y: str, format: str = "png") -> bytes:
+        """The service's own rendering of the log–log plot, as PNG or SVG bytes."""
+        params = {"x": x, "y": y, "format": format}
+        return self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}/plot", params=params).content
+
+    def wait(
+        self, sweep_id: str, *, timeout: float | None = None, poll_interval: float = 2.0, progress: bool = True
+    ) -> Sweep:
+        """Poll until every job of the sweep has finished; the bar counts finished jobs."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with ProgressBar(sweep_id, enabled=progress) as bar:
+            while True:
+                response = self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}")
+                sweep = Sweep.model_validate(response.json())
+                _progress(bar, sweep)
+                if sweep.finished:
+                    return sweep
+                delay = poll_delay(response, poll_interval)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise WaitTimeoutError(sweep, timeout)
+                time.sleep(delay)
+
+
+class AsyncSweeps:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, spec: SpecLike | None = None, /, **fields: Any) -> Sweep:
+        response = await self._client._transport.request("POST", "/v1/sweeps", json=to_body(spec, **fields))
+        return Sweep.model_validate(response.json())
+
+    async def retrieve(self, sweep_id: str) -> Sweep:
+        return Sweep.model_validate((await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}")).json())
+
+    async def cancel(self, sweep_id: str) -> Sweep:
+        response = await self._client._transport.request("POST", f"/v1/sweeps/{sweep_id}/cancel")
+        return Sweep.model_validate(response.json())
+
+    async def table(self, sweep_id: str, *, as_frame: bool = False) -> Any:
+        rows = (await self.retrieve(sweep_id)).rows()
+        return _as_frame(rows) if as_frame else rows
+
+    async def fits(self, sweep_id: str) -> list[dict[str, Any]]:
+        return (await self.retrieve(sweep_id)).fits
+
+    async def plot_image(self, sweep_id: str, *, x: str, y: str, format: str = "png") -> bytes:
+        params = {"x": x, "y": y, "format": format}
+        return (await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}/plot", params=params)).content
+
+    async def wait(
+        self, sweep_id: str, *, timeout: float | None = None, poll_interval: float = 2.0, progress: bool = True
+    ) -> Sweep:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with ProgressBar(sweep_id, enabled=progress) as bar:
+            while True:
+                response = await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}")
+                sweep = Sweep.model_validate(response.json())
+                _progress(bar, sweep)
+                if sweep.finished:
+                    return sweep
+                delay = poll_delay(response, poll_interval)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise WaitTimeoutError(sweep, timeout)
+                await asyncio.sleep(delay)

@@ -18,29 +18,29 @@ import asyncio
 import datetime as dt
 import logging
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.models import Job, utcnow
 from service.settings import Settings
+from workers.queue import Broker, default_broker
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 
 
-def requeue_stale_jobs(session: Session, settings: Settings) -> list[str]:
+def requeue_stale_jobs(session: Session, settings: Settings, broker: Broker | None = None) -> list[str]:
     """Requeue jobs whose worker died and republish queued jobs the broker lost; returns their ids."""
-    from workers.queue import enqueue_job, queue_depth
-
+    broker = broker or default_broker
     now = utcnow()
     stale_before = now - dt.timedelta(seconds=settings.heartbeat_stale_s)
-    requeued = _requeue_dead_workers(session, stale_before, now) + _lost_messages(session, stale_before, now, queue_depth)
+    requeued = _requeue_dead_workers(session, stale_before, now) + _lost_messages(session, stale_before, now, broker)
     session.commit()
     published = []
     for job_id in requeued:
         try:
-            enqueue_job(job_id)
+            broker.enqueue(job_id)
             published.append(job_id)
         except Exception as error:
             log.warning("could not publish %s (retried on the next pass): %s", job_id, error)
@@ -73,25 +73,32 @@ def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.d
     return requeued
 
 
-def _lost_messages(session: Session, stale_before: dt.datetime, now: dt.datetime, queue_depth) -> list[str]:
+def _lost_messages(session: Session, stale_before: dt.datetime, now: dt.datetime, broker: Broker) -> list[str]:
     waiting = session.execute(
-        select(Job.id, Job.enqueued_at).where(Job.status == "queued", Job.enqueued_at < stale_before)
+        select(Job.id, Job.enqueued_at).where(
+            Job.status == "queued",
+            or_(Job.enqueued_at < stale_before, and_(Job.enqueued_at.is_(None), Job.created_at < stale_before)),
+        )
     ).all()
     if not waiting:
         return []
-    depth = queue_depth()
+    depth = broker.depth()
     if depth is None or depth >= len(waiting):
         return []
     republished = []
     for job_id, enqueued_at in waiting:
         taken = session.execute(
             update(Job)
-            .where(Job.id == job_id, Job.status == "queued", Job.enqueued_at == enqueued_at)
+            .where(Job.id == job_id, Job.status == "queued", _same(Job.enqueued_at, enqueued_at))
             .values(enqueued_at=now)
         ).rowcount
         if taken:
             republished.append(job_id)
     return republished
+
+
+def _same(column, value):
+    return column.is_(None) if value is None else column == value
 
 
 async def reaper_loop(settings: Settings) -> None:

@@ -33,6 +33,8 @@ def _import_engine_in_child(**_) -> None:
     """Pay torch's import when the child starts, not when the first job arrives."""
     import workers.engine.run  # noqa: F401
 
+    log.info("worker process ready: engine imported, device %s", worker_device("auto"))
+
 
 @app.task(name=TASK_NAME, bind=True)
 def run_job(self, job_id: str) -> None:

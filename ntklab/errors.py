@@ -105,7 +105,7 @@ class JobFailedError(NtklabError):
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        reason = (job.error or {}).get("detail") or (job.error or {}).get("message") or job.status
+        reason = f"{job.error.type}: {job.error.message}" if job.error else "no error recorded"
         super().__init__(f"job {job.id} {job.status}: {reason}")
 
 

@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, PrivateAttr
 
+from api_schemas import resources as wire
+from api_schemas.resources import ArtifactInfo
 from ntklab._http import poll_delay
 from ntklab.errors import JobFailedError, WaitTimeoutError
 from ntklab.progress import ProgressBar
@@ -27,28 +29,11 @@ FINISHED = ("succeeded", "failed", "cancelled")
 PLOTTED_SERIES = ("delta_k", "loss", "weight_change_l2", "weight_change_linf")
 
 
-class Progress(BaseModel):
-    step: int = 0
-    total: int = 0
-    phase: str = ""
-    eta_s: float | None = None
-
-
-class Job(BaseModel):
-    """A job as the service reports it; `plot()` draws its ΔK(t), loss and weight change."""
+class Job(wire.Job):
+    """A job as the service reports it (api_schemas.resources.Job); `plot()` draws its
+    ΔK(t), loss and weight change. Fields a newer service adds are kept, not refused."""
 
     model_config = ConfigDict(extra="allow")
-
-    id: str
-    status: str
-    name: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    sweep_id: str | None = None
-    progress: Progress = Field(default_factory=Progress)
-    summary: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    attempts: int = 0
-    device: str | None = None
 
     _client: Client | None = PrivateAttr(default=None)
 
@@ -76,14 +61,6 @@ class MetricSeries(NamedTuple):
 
     step: np.ndarray
     value: np.ndarray
-
-
-class ArtifactInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    media_type: str | None = None
-    size: int | None = None
 
 
 JobRef = str | Job
@@ -160,7 +137,7 @@ class Jobs:
     def list(
         self, *, status: str | None = None, tag: str | None = None, sweep_id: str | None = None, limit: int | None = None
     ) -> Iterator[Job]:
-        """Every matching job, oldest first, fetching pages of `limit` as the iteration goes."""
+        """Every matching job, newest first, fetching pages of `limit` as the iteration goes."""
         params = _list_params(status, tag, sweep_id, limit)
         while True:
             page = self._client._transport.request("GET", "/v1/jobs", params=params).json()

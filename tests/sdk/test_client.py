@@ -151,12 +151,18 @@ def _advance(job: dict) -> None:
 
 
 def _public(job: dict) -> dict:
+    """The job as api_schemas.resources.Job shapes it."""
     step = min(job["polls"], TOTAL_STEPS)
+    now = "2025-01-01T12:00:00Z"
     return {
-        "id": job["id"], "status": job["status"], "name": job["name"],
+        "id": job["id"], "object": "job", "name": job["name"], "status": job["status"], "tags": [],
+        "sweep_id": None, "parameters": 42, "attempts": 1 if job["polls"] else 0, "device": "cpu",
+        "cancel_requested": job["status"] == "cancelled",
         "progress": {"step": step, "total": TOTAL_STEPS, "phase": "train", "eta_s": float(TOTAL_STEPS - step)},
         "summary": {"delta_k_max": 0.1} if job["status"] == "succeeded" else None,
-        "error": {"detail": "diverged badly"} if job["status"] == "failed" else None,
+        "error": {"type": "diverged", "message": "diverged badly"} if job["status"] == "failed" else None,
+        "created_at": now, "enqueued_at": now, "started_at": now if job["polls"] else None,
+        "finished_at": None, "spec": None,
     }
 
 

@@ -36,6 +36,7 @@ FAST_WORKER_SETTINGS = {
     "NTKLAB_REAPER_INTERVAL_S": "0.5",
     "NTKLAB_METRICS_FLUSH_INTERVAL_S": "0.2",
 }
+WORKER_READY_LINE = "worker process ready"
 WORKER_READY_TIMEOUT_S = 120
 API_READY_TIMEOUT_S = 60
 
@@ -151,7 +152,7 @@ class LiveStack:
                    alive=self.api)
 
     def start_worker(self) -> subprocess.Popen:
-        """A `celery worker` like the one `make up` starts; returns once it logged 'ready'."""
+        """A `celery worker` like the one `make up` starts; returns once its pool process imported the engine."""
         name = f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h"
         command = [
             str(BIN / "celery"), "-A", "workers.celery_app", "worker", "--concurrency=1", "-Q", self.settings["NTKLAB_QUEUE"],
@@ -160,7 +161,7 @@ class LiveStack:
         log = f"worker{len(self.workers)}"
         worker = self._spawn(command, log)
         self.workers.append(worker)
-        wait_until(lambda: " ready." in (self.logs / f"{log}.log").read_text(), WORKER_READY_TIMEOUT_S,
+        wait_until(lambda: WORKER_READY_LINE in (self.logs / f"{log}.log").read_text(), WORKER_READY_TIMEOUT_S,
                    f"celery worker never became ready; see {self.logs}/{log}.log", alive=worker)
         return worker
 
@@ -173,12 +174,12 @@ class LiveStack:
     def stop(self) -> None:
         for process in [*self.workers, self.api]:
             if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+                process.terminate()
                 try:
-                    process.wait(timeout=15)
+                    process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(timeout=15)
+                    process.wait(timeout=10)
             if process is not None:
                 _kill_group_leftovers(process.pid)
         self.client.close()

@@ -1,0 +1,93 @@
+"""docker-compose.yml and the Dockerfile, checked by structure (no Docker engine runs in CI)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()
+COMPOSE = yaml.safe_load(COMPOSE_TEXT)
+SERVICES = COMPOSE["services"]
+APP_SERVICES = ("migrate", "api", "worker", "worker-cpu")
+INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)(?P<rest>[^}]*)\}")
+
+
+def test_the_lab_services_are_all_there():
+    assert {"postgres", "redis", "migrate", "api", "worker", "worker-cpu", "flower"} <= SERVICES.keys()
+    assert SERVICES["worker-cpu"]["profiles"] == ["cpu"] and SERVICES["flower"]["profiles"] == ["flower"]
+    assert all("profiles" not in SERVICES[name] for name in ("postgres", "redis", "migrate", "api", "worker"))
+
+
+@pytest.mark.parametrize("name", ["postgres", "redis", "api"])
+def test_servers_have_healthchecks(name):
+    check = SERVICES[name]["healthcheck"]
+    assert check["test"][0] in ("CMD", "CMD-SHELL") and len(check["test"]) > 1
+    assert check["retries"] >= 3
+
+
+@pytest.mark.parametrize("name", ["api", "worker", "worker-cpu"])
+def test_the_app_starts_after_healthy_servers_and_a_finished_migration(name):
+    assert SERVICES[name]["depends_on"] == {
+        "postgres": {"condition": "service_healthy"},
+        "redis": {"condition": "service_healthy"},
+        "migrate": {"condition": "service_completed_successfully"},
+    }
+
+
+def test_migrate_runs_alembic_once_after_postgres_is_healthy():
+    migrate = SERVICES["migrate"]
+    assert migrate["command"] == ["alembic", "upgrade", "head"]
+    assert migrate["restart"] == "no"
+    assert migrate["depends_on"]["postgres"] == {"condition": "service_healthy"}
+
+
+def test_the_gpu_worker_reserves_one_gpu_and_runs_one_job_at_a_time_on_the_api_queue():
+    worker = SERVICES["worker"]
+    (device,) = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["count"] == 1 and device["capabilities"] == ["gpu"]
+    for name in ("worker", "worker-cpu"):
+        command = SERVICES[name]["command"]
+        assert command[:4] == ["celery", "-A", "workers.celery_app", "worker"]
+        assert "--concurrency=1" in command
+        assert command[command.index("-Q") + 1] == SERVICES[name]["environment"]["NTKLAB_QUEUE"]
+    assert "deploy" not in SERVICES["worker-cpu"]
+
+
+def test_the_commands_name_real_modules():
+    assert SERVICES["api"]["command"][1] == "service.app:app"
+    for module in ("service.app", "workers.celery_app"):
+        assert importlib.util.find_spec(module) is not None, module
+
+
+def test_auth_is_on_and_every_setting_the_app_gets_is_a_real_one():
+    fields = Settings.model_fields
+    for name in APP_SERVICES:
+        environment = SERVICES[name]["environment"]
+        assert environment["NTKLAB_AUTH"] == "on"
+        for variable in environment:
+            assert variable.startswith("NTKLAB_") and variable.removeprefix("NTKLAB_").lower() in fields, variable
+    assert environment["NTKLAB_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert environment["NTKLAB_BROKER_URL"].startswith("redis://")
+
+
+def test_secrets_have_no_defaults():
+    secrets = [m for m in INTERPOLATION.finditer(COMPOSE_TEXT) if re.search("PASSWORD|SECRET|AUTH", m["name"])]
+    assert {m["name"] for m in secrets} == {"POSTGRES_PASSWORD", "REDIS_PASSWORD", "FLOWER_BASIC_AUTH"}
+    for match in secrets:
+        assert match["rest"].startswith(":?"), f"${{{match['name']}{match['rest']}}} must be required, not defaulted"
+    assert SERVICES["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    assert not re.search(r"postgres(ql)?(\+\w+)?://\w+:\w+@", COMPOSE_TEXT), "a literal password in a database URL"
+
+
+def test_the_dockerfile_picks_torch_by_build_argument():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^ARG TORCH_VARIANT=cpu$", dockerfile, re.M)
+    assert "https://download.pytorch.org/whl/${TORCH_VARIANT}" in dockerfile
+    assert SERVICES["api"]["build"]["args"]["TORCH_VARIANT"].startswith("${TORCH_VARIANT:-cu12")

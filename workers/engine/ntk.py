@@ -217,14 +217,22 @@ def _ntk_vp_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
             (tangent,) = pullback(e.reshape(n, O))
             return jvp(f, (params,), (tangent,))[1].reshape(-1)
 
-        block = _ntk_vp_block(params, n * O, x)
+        block = _ntk_vp_block(net, params, n * O, x)
         identity = torch.eye(n * O, dtype=y.dtype, device=y.device)
         columns = [vmap(kernel_times)(identity[s : s + block]) for s in range(0, n * O, block)]
     return torch.cat(columns).T
 
 
-def _ntk_vp_block(params: dict[str, Tensor], rows: int, x: Tensor) -> int:
-    """Columns per vmapped NTK-vector product: each holds a tangent (p), and forward/backward state (~4·x)."""
+def _ntk_vp_block(net: nn.Module, params: dict[str, Tensor], rows: int, x: Tensor) -> int:
+    """Columns per vmapped NTK-vector product within the memory budget.
+
+    Each column holds a tangent and a cotangent of size p and, through the batched forward,
+    vjp and jvp, about eight copies of the activations (input and hidden representations).
+    """
     p = sum(t.numel() for t in params.values())
-    per_column = (3 * p + 4 * x.numel()) * x.element_size()
+    activations = x.numel()
+    if hasattr(net, "forward_with_hidden"):
+        with torch.no_grad():
+            activations += x.shape[0] * sum(h.numel() for h in net.forward_with_hidden(x[:1])[1])
+    per_column = (3 * p + 8 * activations) * x.element_size()
     return max(1, min(rows, MEMORY_BUDGET_BYTES // per_column))

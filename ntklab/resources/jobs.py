@@ -101,7 +101,9 @@ def decode_artifact(name: str, content: bytes) -> Any:
     return content
 
 
-def _list_params(status: str | None, tag: str | None, sweep_id: str | None, limit: int | None) -> dict[str, Any]:
+def _list_params(
+    status: str | Sequence[str] | None, tag: str | None, sweep_id: str | None, limit: int | None
+) -> dict[str, Any]:
     return {"status": status, "tag": tag, "sweep_id": sweep_id, "limit": limit}
 
 
@@ -135,9 +137,14 @@ class Jobs:
         return self._job(self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}"))
 
     def list(
-        self, *, status: str | None = None, tag: str | None = None, sweep_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        tag: str | None = None,
+        sweep_id: str | None = None,
+        limit: int | None = None,
     ) -> Iterator[Job]:
-        """Every matching job, newest first, fetching pages of `limit` as the iteration goes."""
+        """Every matching job (any of several statuses), newest first, fetching pages of `limit` as it goes."""
         params = _list_params(status, tag, sweep_id, limit)
         while True:
             page = self._client._transport.request("GET", "/v1/jobs", params=params).json()
@@ -215,7 +222,12 @@ class AsyncJobs:
         return Job.model_validate(response.json())
 
     async def list(
-        self, *, status: str | None = None, tag: str | None = None, sweep_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        tag: str | None = None,
+        sweep_id: str | None = None,
+        limit: int | None = None,
     ) -> AsyncIterator[Job]:
         params = _list_params(status, tag, sweep_id, limit)
         while True:

@@ -71,9 +71,11 @@ def test_sync_create_wait_metrics_kernel(live_stack):
         names = {info.name for info in client.jobs.artifacts(job)}
         assert client.jobs.artifact(job, "hessian.json")["init"]
         listed = [j.id for j in client.jobs.list(tag="sdk", limit=1)]
+        finished = [j.id for j in client.jobs.list(status=["succeeded", "failed"], tag="sdk")]
+        queued = [j.id for j in client.jobs.list(status="queued", tag="sdk")]
     check_finished_job(job, metrics, K0, K1)
     assert {"kernel_init.npy", "kernel_final.npy", "hessian.json"} <= names
-    assert created.id in listed
+    assert created.id in listed and created.id in finished and created.id not in queued
 
 
 def test_async_create_wait_metrics_kernel(live_stack):

@@ -167,7 +167,7 @@ def _plan_cnn(model: ModelSpec, image: tuple[int, int, int]) -> NetworkPlan:
 def _plan_resnet(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
     width = model.hidden[0]
     if any(h != width for h in model.hidden):
-        raise ValueError(f"model.hidden: a resnet has one width, got {model.hidden}")
+        raise ValueError(f"model.hidden must hold one width for a resnet, got {model.hidden}")
     acts = model.activations()
     block_acts = [acts[min(b + 1, len(acts) - 1)] for b in range(model.blocks)]
     if model.block == "fc":
@@ -194,8 +194,8 @@ def _conv_size(model: ModelSpec, height: int, width: int, layer: int) -> tuple[i
     out_w = conv_output_size(width, model.kernel_size, model.stride, model.padding)
     if out_h < 1 or out_w < 1:
         raise ValueError(
-            f"model.kernel_size/stride/padding: conv layer {layer} maps a {height}×{width} input to "
-            f"{out_h}×{out_w}"
+            f"model.kernel_size {model.kernel_size} (stride {model.stride}, padding {model.padding}) maps the "
+            f"{height}×{width} input of conv layer {layer} to {out_h}×{out_w}; each layer needs at least 1×1"
         )
     return out_h, out_w
 

@@ -86,7 +86,9 @@ def lanczos_top_eigenvalues(
 
     min(iterations, dim) Lanczos steps from a Gaussian start vector (drawn on the CPU from
     `generator`); matvec receives vectors in `dtype` on `device`. Stops early when the
-    Krylov space is invariant (β below ~eps·‖T‖), where the Ritz values are exact.
+    Krylov space is invariant (β below ~eps·‖T‖), where the Ritz values are exact; Lanczos
+    sees distinct eigenvalues only, so it then returns fewer than top_k values when the
+    operator has fewer distinct eigenvalues than that (multiplicities are not resolved).
     """
     steps = min(iterations, dim)
     basis = torch.zeros(steps, dim, dtype=torch.float64, device=device)

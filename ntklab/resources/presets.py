@@ -15,10 +15,13 @@ Scale = Literal["smoke", "cpu", "paper"]
 
 
 class Preset(BaseModel):
+    """One of the paper's experiments: its name, what it shows, and the claim it checks."""
+
     model_config = ConfigDict(extra="allow")
 
     name: str
-    description: str | None = None
+    title: str | None = None
+    claim: str | None = None
     scales: list[str] = Field(default_factory=list)
 
 

@@ -1,0 +1,116 @@
+"""What the API answers: the job resource, its pages, metric series and artifacts.
+
+Times are ISO 8601 in UTC. Every number is finite: JSON never carries NaN or Infinity
+(non-finite measurements are stored as null by the worker).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class Resource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Progress(Resource):
+    """Where a job is: training step `step` of `total`, the phase it is in, and an estimate of the time left."""
+
+    step: int
+    total: int
+    phase: str = Field(description="queued, setup, train, diagnostics, saving, succeeded, failed, cancelled, …")
+    eta_s: float | None = None
+
+
+class JobError(Resource):
+    type: str
+    message: str
+
+
+class Job(Resource):
+    """A job as the API shows it. `spec` is the validated spec with every default filled in.
+
+    `spec` is present on GET /v1/jobs/{id} and on create; list pages leave it out (null)
+    because inline data can make it large.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "job_3f2a9c0e6b1d4e8f9a7b5c3d2e1f0a9b",
+                    "object": "job",
+                    "name": "fig1-swish-m1000",
+                    "status": "running",
+                    "tags": ["fig1"],
+                    "sweep_id": None,
+                    "parameters": 19001,
+                    "attempts": 1,
+                    "device": "cpu",
+                    "cancel_requested": False,
+                    "progress": {"step": 1200, "total": 5000, "phase": "train", "eta_s": 14.2},
+                    "summary": None,
+                    "error": None,
+                    "created_at": "2025-01-01T12:00:00Z",
+                    "enqueued_at": "2025-01-01T12:00:00Z",
+                    "started_at": "2025-01-01T12:00:01Z",
+                    "finished_at": None,
+                    "spec": None,
+                }
+            ]
+        },
+    )
+
+    id: str
+    object: Literal["job"] = "job"
+    name: str | None
+    status: JobStatus
+    tags: list[str]
+    sweep_id: str | None
+    parameters: int = Field(description="trainable parameters p of the model")
+    attempts: int = Field(description="how many times a worker claimed the job (2+ after a worker was lost)")
+    device: str | None = Field(description="where it ran: cpu, cuda:0, …")
+    cancel_requested: bool
+    progress: Progress
+    summary: dict[str, Any] | None = Field(description="named scalars once finished (final_loss, delta_k_max, …)")
+    error: JobError | None
+    created_at: dt.datetime
+    enqueued_at: dt.datetime | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    spec: dict[str, Any] | None
+
+
+class JobPage(Resource):
+    """One page of jobs, newest first; pass `next` as `after` to get the following page."""
+
+    object: Literal["list"] = "list"
+    data: list[Job]
+    has_more: bool
+    next: str | None = Field(description="opaque cursor for the next page, null on the last page")
+
+
+class Series(Resource):
+    """values[i] was measured at training step step[i]; a value is null where it was not finite."""
+
+    step: list[int]
+    value: list[float | None]
+
+
+class ArtifactInfo(Resource):
+    name: str
+    media_type: str
+    size: int = Field(description="bytes")
+    url: str
+    created_at: dt.datetime
+
+
+class ArtifactList(Resource):
+    object: Literal["list"] = "list"
+    data: list[ArtifactInfo]

@@ -1,0 +1,1 @@
+"""The HTTP layer: dependencies (deps.py) and one router per resource (routes/<noun>.py)."""

@@ -1,0 +1,58 @@
+"""Liveness, readiness (database and broker) and Prometheus metrics."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from api_schemas import problems as types
+from api_schemas.problems import Problem
+from service.api.deps import BrokerDep, SessionDep, SettingsDep
+from service.api.routes import StrictJSONRoute
+from service.problems import ProblemError
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
+
+
+@router.get("/healthz", summary="Liveness: the process answers")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: the database answers SELECT 1 and the broker accepts connections",
+    responses={503: {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}, "description": "not ready"}},
+)
+def readyz(session: SessionDep, settings: SettingsDep, broker: BrokerDep) -> dict[str, str]:
+    checks = {"database": _database_ok(session), "broker": broker.ok()}
+    failing = [name for name, ok in checks.items() if not ok]
+    if failing:
+        raise ProblemError(
+            503,
+            f"not ready: {', '.join(failing)} unreachable",
+            type=types.NOT_READY,
+            title="Not ready",
+            headers={"Retry-After": str(settings.retry_after_s)},
+        )
+    return {"status": "ready", **{name: "ok" for name in checks}}
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _database_ok(session) -> bool:
+    try:
+        session.execute(text("SELECT 1"))
+        return True
+    except SQLAlchemyError as error:
+        log.warning("database not ready: %s", error)
+        return False

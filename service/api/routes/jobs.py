@@ -1,0 +1,331 @@
+"""/v1/jobs: create, list, retrieve, metrics, artifacts, cancel, delete."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Body, Header, Query, Response
+from sqlalchemy.exc import IntegrityError
+
+from api_schemas import problems as types
+from api_schemas.problems import FieldError, Problem
+from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobPage, JobStatus, Progress, Series
+from api_schemas.spec import JobSpec
+from service import jobs_repo
+from service import models
+from service.api.deps import BrokerDep, OwnerDep, SessionDep, SettingsDep
+from service.api.routes import StrictJSONRoute
+from service.caps import check_spec_caps
+from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
+from service.problems import ProblemError
+from service.settings import Settings
+from workers.queue import Broker
+
+log = logging.getLogger(__name__)
+
+PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
+NOT_FOUND = {404: {**PROBLEM, "description": "no such job (or not yours)"}}
+DEFAULT_PAGE_SIZE = 20
+
+SPEC_EXAMPLES = {
+    "linear-head": {
+        "summary": "Wide MLP with a linear head (the kernel stays nearly constant)",
+        "value": {
+            "name": "fig1-identity-m1000",
+            "tags": ["fig1"],
+            "model": {"kind": "mlp", "hidden": [1000], "activation": "relu", "output_activation": "identity"},
+            "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 16, "classes": 2, "targets": "signed"},
+            "training": {"optimizer": "gd", "loss": "mse", "max_steps": 2000, "target_loss": 0.001},
+        },
+    },
+    "swish-head": {
+        "summary": "The same network with a swish head (the kernel moves)",
+        "value": {
+            "name": "fig1-swish-m1000",
+            "tags": ["fig1"],
+            "model": {"kind": "mlp", "hidden": [1000], "output_activation": "swish"},
+            "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 16, "targets": "signed"},
+        },
+    },
+    "bottleneck": {
+        "summary": "A narrow bottleneck layer between two wide ones",
+        "value": {
+            "name": "bottleneck",
+            "model": {"kind": "mlp", "hidden": [2000, 5, 2000]},
+            "data": {"kind": "builtin", "name": "iris", "n_train": 128, "targets": "onehot"},
+            "training": {"max_steps": 1000},
+        },
+    },
+    "inline-data": {
+        "summary": "Your own points: x is n × d, y is n × O",
+        "value": {
+            "model": {"hidden": [512]},
+            "data": {"kind": "inline", "x": [[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], "y": [1.0, 1.0, 0.0, 0.0]},
+            "training": {"max_steps": 500},
+            "diagnostics": {"hessian": None},
+        },
+    },
+}
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute)
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=Job,
+    summary="Submit a job",
+    responses={
+        413: {**PROBLEM, "description": "body larger than max_body_bytes"},
+        422: {**PROBLEM, "description": "invalid spec, a resource cap exceeded, or an Idempotency-Key reused"},
+        429: {**PROBLEM, "description": "too many queued + running jobs"},
+    },
+)
+def create_job(
+    spec: Annotated[JobSpec, Body(openapi_examples=SPEC_EXAMPLES)],
+    response: Response,
+    session: SessionDep,
+    owner: OwnerDep,
+    settings: SettingsDep,
+    broker: BrokerDep,
+    idempotency_key: Annotated[str | None, Header(alias=HEADER, description="retry-safe: same key + same body → the first answer")] = None,
+) -> Job:
+    """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final."""
+    key = check_key(idempotency_key)
+    _refuse_nul_characters(spec)
+    document = spec.model_dump(mode="json")
+    digest = spec_hash(document)
+    if key is not None and (first := jobs_repo.find_by_idempotency_key(session, owner, key)) is not None:
+        return _replay(first, digest, key, session, response, settings)
+    parameters = check_spec_caps(spec, settings)
+    _check_active_jobs(session, owner, settings)
+    job = jobs_repo.create_job(
+        session, owner=owner, spec=document, spec_hash=digest, parameters=parameters, idempotency_key=key
+    )
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        first = jobs_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
+        if first is None:
+            raise
+        return _replay(first, digest, key, session, response, settings)
+    _publish(broker, job.id)
+    _accepted(response, job.id, settings)
+    return job_resource(job, list(dict.fromkeys(spec.tags)), with_spec=True)
+
+
+@router.get("", response_model=JobPage, summary="List jobs, newest first")
+def list_jobs(
+    session: SessionDep,
+    owner: OwnerDep,
+    settings: SettingsDep,
+    status: Annotated[list[JobStatus] | None, Query(description="repeat to match several")] = None,
+    tag: Annotated[str | None, Query(max_length=64)] = None,
+    sweep_id: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = DEFAULT_PAGE_SIZE,
+    after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
+) -> JobPage:
+    if limit > settings.max_page_size:
+        raise _invalid("limit", f"at most {settings.max_page_size} jobs per page", settings.max_page_size, limit)
+    before_seq = None
+    if after is not None and (before_seq := jobs_repo.decode_cursor(after)) is None:
+        raise _invalid("after", "not a cursor this API gave out; pass the `next` of a page", value=after)
+    where = jobs_repo.JobFilter(statuses=tuple(status or ()), tag=tag, sweep_id=sweep_id)
+    jobs, has_more = jobs_repo.list_page(session, owner, where, limit, before_seq)
+    tags = jobs_repo.tags_of(session, [job.id for job in jobs])
+    return JobPage(
+        data=[job_resource(job, tags[job.id], with_spec=False) for job in jobs],
+        has_more=has_more,
+        next=jobs_repo.encode_cursor(jobs[-1].seq) if has_more else None,
+    )
+
+
+@router.get("/{job_id}", response_model=Job, responses=NOT_FOUND, summary="Retrieve a job")
+def retrieve_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Job:
+    job = _owned_job(session, owner, job_id)
+    return job_resource(job, jobs_repo.tags_of(session, [job.id])[job.id], with_spec=True)
+
+
+@router.get("/{job_id}/metrics", response_model=dict[str, Series], responses=NOT_FOUND, summary="Metric series")
+def job_metrics(
+    job_id: str,
+    session: SessionDep,
+    owner: OwnerDep,
+    names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
+) -> dict[str, Series]:
+    """`{name: {step: [...], value: [...]}}` for the series recorded so far; unknown names are left out."""
+    job = _owned_job(session, owner, job_id)
+    wanted = [name.strip() for name in (names or "").split(",") if name.strip()]
+    series = jobs_repo.read_series(session, job.id, wanted)
+    return {name: Series(step=steps, value=values) for name, (steps, values) in series.items()}
+
+
+@router.get("/{job_id}/artifacts", response_model=ArtifactList, responses=NOT_FOUND, summary="List artifacts")
+def list_artifacts(job_id: str, session: SessionDep, owner: OwnerDep, settings: SettingsDep) -> ArtifactList:
+    job = _owned_job(session, owner, job_id)
+    base = f"{settings.public_url.rstrip('/')}/v1/jobs/{job.id}/artifacts/"
+    return ArtifactList(
+        data=[
+            ArtifactInfo(
+                name=entry.name,
+                media_type=entry.media_type,
+                size=entry.size,
+                url=base + quote(entry.name, safe=""),
+                created_at=as_utc(entry.created_at),
+            )
+            for entry in jobs_repo.list_artifacts(session, job.id)
+        ]
+    )
+
+
+@router.get(
+    "/{job_id}/artifacts/{name}",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "the file, with its stored media type"}, **NOT_FOUND},
+    summary="Download an artifact",
+)
+def download_artifact(job_id: str, name: str, session: SessionDep, owner: OwnerDep) -> Response:
+    """The artifact whose stored name equals `name` exactly (no path is ever built from it)."""
+    job = _owned_job(session, owner, job_id)
+    found = jobs_repo.read_artifact(session, job.id, name)
+    if found is None:
+        raise ProblemError(404, "this job has no artifact of that name")
+    media_type, data = found
+    disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
+    return Response(content=data, media_type=media_type, headers={"Content-Disposition": disposition})
+
+
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=Job,
+    responses={**NOT_FOUND, 409: {**PROBLEM, "description": "the job already finished"}},
+    summary="Cancel a job",
+)
+def cancel_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Job:
+    """queued → cancelled at once; running → `cancel_requested`, and the worker stops at its next step.
+
+    Cancelling a cancelled job answers 202 again (a retried cancel is harmless); a job that
+    already succeeded or failed is a 409.
+    """
+    job = _owned_job(session, owner, job_id)
+    if job.status in jobs_repo.ACTIVE_STATUSES:
+        jobs_repo.request_cancel(session, owner, job_id)
+        session.refresh(job)
+    if job.status in ("succeeded", "failed"):
+        raise ProblemError(409, f"the job already {job.status}; there is nothing to cancel", type=types.INVALID_STATE)
+    return job_resource(job, jobs_repo.tags_of(session, [job.id])[job.id], with_spec=True)
+
+
+@router.delete(
+    "/{job_id}",
+    status_code=204,
+    response_class=Response,
+    responses={**NOT_FOUND, 409: {**PROBLEM, "description": "the job has not finished; cancel it first"}},
+    summary="Delete a finished job",
+)
+def delete_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Response:
+    job = _owned_job(session, owner, job_id)
+    if not jobs_repo.delete_finished(session, owner, job_id):
+        raise ProblemError(
+            409,
+            f"the job is {job.status}; only finished jobs can be deleted (cancel it first)",
+            type=types.INVALID_STATE,
+        )
+    return Response(status_code=204)
+
+
+def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
+    return Job(
+        id=job.id,
+        name=job.name,
+        status=job.status,
+        tags=tags,
+        sweep_id=job.sweep_id,
+        parameters=job.parameters,
+        attempts=job.attempts,
+        device=job.device,
+        cancel_requested=job.cancel_requested,
+        progress=Progress(
+            step=job.progress_step, total=job.progress_total, phase=job.progress_phase, eta_s=job.progress_eta_s
+        ),
+        summary=job.summary,
+        error=job.error,
+        created_at=as_utc(job.created_at),
+        enqueued_at=as_utc(job.enqueued_at),
+        started_at=as_utc(job.started_at),
+        finished_at=as_utc(job.finished_at),
+        spec=job.spec if with_spec else None,
+    )
+
+
+def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
+    """Times are stored in UTC; SQLite hands them back without a zone, PostgreSQL with one."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=dt.timezone.utc)
+
+
+def _owned_job(session, owner: str, job_id: str) -> models.Job:
+    job = jobs_repo.get_job(session, owner, job_id)
+    if job is None:
+        raise ProblemError(404, "no such job")
+    return job
+
+
+def _replay(first: models.Job, digest: str, key: str, session, response: Response, settings: Settings) -> Job:
+    if first.spec_hash != digest:
+        raise refuse_reuse(key, first.id)
+    _accepted(response, first.id, settings)
+    response.headers["Idempotent-Replayed"] = "true"
+    return job_resource(first, jobs_repo.tags_of(session, [first.id])[first.id], with_spec=True)
+
+
+def _accepted(response: Response, job_id: str, settings: Settings) -> None:
+    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/jobs/{job_id}"
+    response.headers["Retry-After"] = str(settings.retry_after_s)
+
+
+def _check_active_jobs(session, owner: str, settings: Settings) -> None:
+    active = jobs_repo.count_active(session, owner)
+    limit = settings.max_queued_jobs_per_key
+    if active >= limit:
+        message = f"{active} jobs are queued or running; the cap is {limit} (setting max_queued_jobs_per_key)"
+        raise ProblemError(
+            429,
+            message + "; wait for some to finish",
+            type=types.TOO_MANY_ACTIVE_JOBS,
+            title="Too many active jobs",
+            errors=[FieldError(field="active_jobs", message=message, limit=limit, value=active)],
+            headers={"Retry-After": str(settings.retry_after_s)},
+        )
+
+
+def _refuse_nul_characters(spec: JobSpec) -> None:
+    """name and tags are the spec's free-form strings; SQL text columns cannot hold NUL."""
+    texts = {"name": spec.name or "", **{f"tags.{index}": tag for index, tag in enumerate(spec.tags)}}
+    errors = [FieldError(field=field, message="NUL characters are not allowed") for field, text in texts.items() if "\x00" in text]
+    if errors:
+        raise ProblemError(422, f"{errors[0].field}: NUL characters are not allowed", type=types.VALIDATION, errors=errors)
+
+
+def _publish(broker: Broker, job_id: str) -> None:
+    """Send the job to the broker; a job whose message is lost stays queued and the reaper sends it again."""
+    try:
+        broker.enqueue(job_id)
+    except Exception as error:
+        log.warning("job %s stored but not published yet (the reaper retries): %s", job_id, error)
+
+
+def _invalid(field: str, message: str, limit: int | None = None, value: int | str | None = None) -> ProblemError:
+    return ProblemError(
+        422,
+        f"{field}: {message}",
+        type=types.VALIDATION,
+        title="Request failed validation",
+        errors=[FieldError(field=field, message=message, limit=limit, value=value)],
+    )

@@ -1,0 +1,65 @@
+"""The FastAPI application: `create_app(settings)` for tests and tools, `app` for `uvicorn service.app:app`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from service.api.routes import health, jobs
+from service.caps import BodySizeLimit
+from service.db import make_engine, make_session_factory
+from service.observability import RequestLatency, make_registry
+from service.problems import install_problem_handlers
+from service.settings import Settings, get_settings
+from workers.celery_app import make_celery
+from workers.queue import Broker
+
+DESCRIPTION = """\
+Neural-tangent-kernel and Hessian diagnostics as a service. Submit a job spec (a network,
+its data, a training run, the diagnostics wanted) to `POST /v1/jobs`, poll
+`GET /v1/jobs/{id}` until it has finished, then read its summary, metric series and
+artifacts. Errors are RFC 9457 `application/problem+json`.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    engine = make_engine(settings.database_url)
+    app = FastAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = make_session_factory(engine)
+    app.state.broker = Broker(make_celery(settings))
+    app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
+    install_problem_handlers(app, settings.retry_after_s)
+    app.include_router(jobs.router)
+    app.include_router(health.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestLatency, histogram=latency)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    reaper = asyncio.create_task(_reaper(settings)) if settings.reaper_enabled else None
+    try:
+        yield
+    finally:
+        if reaper is not None:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+        app.state.engine.dispose()
+
+
+async def _reaper(settings: Settings) -> None:
+    from service.reaper import reaper_loop
+
+    await reaper_loop(settings)
+
+
+app = create_app()

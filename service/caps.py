@@ -1,0 +1,148 @@
+"""Resource caps, every one a setting: a request over one is refused before anything is stored.
+
+Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
+    model.hidden.i   width         ≤ max_width
+    model            parameters p  ≤ max_parameters   (p counted by arithmetic, nothing allocated)
+    data.probe.n     probe points  ≤ max_probe
+    data.n_train     training points (data.x for inline data) ≤ max_train_points
+    data             inline values n·d + n·O ≤ max_inline_values
+    training.max_steps             ≤ max_steps
+Body size (413): Content-Length, and the bytes actually streamed, ≤ max_body_bytes — checked
+by `BodySizeLimit` before any parsing.
+Active jobs (429): queued + running jobs of one owner < max_queued_jobs_per_key (jobs route).
+"""
+
+from __future__ import annotations
+
+from api_schemas import problems as types
+from api_schemas.problems import FieldError
+from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
+from service.problems import ProblemError, problem_response, summarize
+from service.settings import Settings
+
+
+def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
+    """The model's trainable parameter count p; raises a 422 problem listing every cap the spec exceeds."""
+    violations = [
+        *_width_violations(spec, settings),
+        *_data_violations(spec, settings),
+        *_over("training.max_steps", "training steps", spec.training.max_steps, settings.max_steps),
+    ]
+    parameters = 0
+    if not any(violation.field.startswith("model.hidden") for violation in violations):
+        parameters, model_violations = _parameter_violations(spec, settings)
+        violations += model_violations
+    if violations:
+        raise ProblemError(
+            422,
+            summarize(violations),
+            type=types.RESOURCE_CAP,
+            title="Request exceeds a resource cap",
+            errors=violations,
+        )
+    return parameters
+
+
+def _over(field: str, what: str, value: int, limit: int) -> list[FieldError]:
+    if value <= limit:
+        return []
+    message = f"{what} {value} exceeds the cap of {limit} (by {value - limit})"
+    return [FieldError(field=field, message=message, limit=limit, value=value)]
+
+
+def _width_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
+    return [
+        violation
+        for index, width in enumerate(spec.model.hidden)
+        for violation in _over(f"model.hidden.{index}", "width", width, settings.max_width)
+    ]
+
+
+def _data_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
+    data = spec.data
+    points_field = "data.x" if isinstance(data, InlineData) else "data.n_train"
+    violations = [
+        *_over(points_field, "training points", data.n_points(), settings.max_train_points),
+        *_over("data.probe.n", "probe points", data.probe_n(), settings.max_probe),
+    ]
+    if isinstance(data, InlineData):
+        values = len(data.x) * input_dim(data) + len(data.y) * target_dim(data)
+        violations += _over("data", "inline values (x and y)", values, settings.max_inline_values)
+    return violations
+
+
+def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:
+    from workers.engine.nets import count_parameters
+
+    input_shape = spec.image_shape() or (input_dim(spec.data),)
+    try:
+        parameters = count_parameters(spec.model, input_shape)
+    except ValueError as error:
+        message = str(error)
+        field = message.split()[0] if message.startswith("model.") else "model"
+        return 0, [FieldError(field=field, message=message)]
+    return parameters, _over("model", "trainable parameters", parameters, settings.max_parameters)
+
+
+class BodySizeLimit:
+    """ASGI middleware: 413 problem when a request body exceeds `max_bytes`, before the app sees a byte.
+
+    The declared Content-Length is checked first; a body without one (chunked) is buffered
+    up to the limit and then replayed to the app as one message.
+    """
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(scope, receive, send, declared, "declares")
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay(message, receive), send)
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(scope, receive, send, len(body), "sent at least")
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay({"type": "http.request", "body": bytes(body)}, receive), send)
+
+    async def _refuse(self, scope, receive, send, size: int, verb: str) -> None:
+        error = FieldError(
+            field="body",
+            message=f"the request {verb} {size} bytes; the cap is {self.max_bytes} (setting max_body_bytes)",
+            limit=self.max_bytes,
+            value=size,
+        )
+        problem = ProblemError(413, error.message, type=types.BODY_TOO_LARGE, errors=[error]).problem
+        problem = problem.model_copy(update={"instance": scope.get("path")})
+        await problem_response(problem, {"Connection": "close"})(scope, receive, send)
+
+
+def _content_length(scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _replay(first: dict, receive):
+    pending = [first]
+
+    async def replayed() -> dict:
+        return pending.pop() if pending else await receive()
+
+    return replayed

@@ -1,0 +1,180 @@
+"""The API's queries on jobs, their tags, metric chunks and artifacts; every one is scoped to an owner.
+
+Paging is newest first by `Job.seq` (the insertion order): a page holds the `limit` jobs
+with the largest seq below the cursor, so jobs created while a client pages never shift
+the pages it has not read yet, and every job present at the start is visited once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy.orm import Session, defer
+
+from service.models import FINISHED_STATUSES, Artifact, Job, JobTag, MetricChunk, new_id, utcnow
+
+ACTIVE_STATUSES = ("queued", "running")
+CURSOR_PREFIX = "seq:"
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    statuses: Sequence[str] = ()
+    tag: str | None = None
+    sweep_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ArtifactEntry:
+    name: str
+    media_type: str
+    size: int
+    created_at: dt.datetime
+
+
+def create_job(
+    session: Session,
+    *,
+    owner: str,
+    spec: dict,
+    spec_hash: str,
+    parameters: int,
+    idempotency_key: str | None,
+) -> Job:
+    now = utcnow()
+    job = Job(
+        id=new_id("job"),
+        owner=owner,
+        name=spec.get("name"),
+        spec=spec,
+        spec_hash=spec_hash,
+        idempotency_key=idempotency_key,
+        parameters=parameters,
+        status="queued",
+        progress_total=spec["training"]["max_steps"],
+        created_at=now,
+        enqueued_at=now,
+    )
+    session.add(job)
+    session.add_all(JobTag(job_id=job.id, tag=tag) for tag in dict.fromkeys(spec.get("tags", ())))
+    return job
+
+
+def find_by_idempotency_key(session: Session, owner: str, key: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.owner == owner, Job.idempotency_key == key))
+
+
+def get_job(session: Session, owner: str, job_id: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.owner == owner, Job.id == job_id))
+
+
+def tags_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[str]]:
+    tags: dict[str, list[str]] = {job_id: [] for job_id in job_ids}
+    if job_ids:
+        rows = session.execute(
+            select(JobTag.job_id, JobTag.tag).where(JobTag.job_id.in_(job_ids)).order_by(JobTag.tag)
+        )
+        for job_id, tag in rows:
+            tags[job_id].append(tag)
+    return tags
+
+
+def list_page(
+    session: Session, owner: str, where: JobFilter, limit: int, before_seq: int | None
+) -> tuple[list[Job], bool]:
+    """Up to `limit` jobs (without their spec) newest first, and whether more follow."""
+    query = select(Job).options(defer(Job.spec)).where(Job.owner == owner)
+    if where.statuses:
+        query = query.where(Job.status.in_(where.statuses))
+    if where.sweep_id is not None:
+        query = query.where(Job.sweep_id == where.sweep_id)
+    if where.tag is not None:
+        query = query.where(exists().where(JobTag.job_id == Job.id, JobTag.tag == where.tag))
+    if before_seq is not None:
+        query = query.where(Job.seq < before_seq)
+    jobs = list(session.scalars(query.order_by(Job.seq.desc()).limit(limit + 1)))
+    return jobs[:limit], len(jobs) > limit
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"{CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int | None:
+    """The seq a cursor stands for, or None when it is not one of ours."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    digits = text.removeprefix(CURSOR_PREFIX)
+    if not text.startswith(CURSOR_PREFIX) or not digits.isascii() or not digits.isdigit() or len(digits) > 18:
+        return None
+    return int(digits)
+
+
+def count_active(session: Session, owner: str) -> int:
+    return session.scalar(
+        select(func.count()).select_from(Job).where(Job.owner == owner, Job.status.in_(ACTIVE_STATUSES))
+    )
+
+
+def count_by_status(session: Session) -> dict[str, int]:
+    return dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
+
+
+def request_cancel(session: Session, owner: str, job_id: str) -> None:
+    """queued → cancelled at once; running → cancel_requested, which the worker reads every step."""
+    now = utcnow()
+    mine = (Job.owner == owner, Job.id == job_id)
+    cancelled = session.execute(
+        update(Job)
+        .where(*mine, Job.status == "queued")
+        .values(status="cancelled", cancel_requested=True, progress_phase="cancelled", finished_at=now)
+    ).rowcount
+    if not cancelled:
+        session.execute(update(Job).where(*mine, Job.status == "running").values(cancel_requested=True))
+    session.commit()
+
+
+def delete_finished(session: Session, owner: str, job_id: str) -> bool:
+    """Delete a finished job; its tags, metric chunks and artifacts go with it (ON DELETE CASCADE)."""
+    deleted = session.execute(
+        delete(Job).where(Job.owner == owner, Job.id == job_id, Job.status.in_(FINISHED_STATUSES))
+    ).rowcount
+    session.commit()
+    return bool(deleted)
+
+
+def read_series(session: Session, job_id: str, names: Sequence[str]) -> dict[str, tuple[list, list]]:
+    """{name: (steps, values)}: each series is its chunks concatenated in chunk order; all series if no names."""
+    query = select(MetricChunk.name, MetricChunk.steps, MetricChunk.values).where(MetricChunk.job_id == job_id)
+    if names:
+        query = query.where(MetricChunk.name.in_(names))
+    series: dict[str, tuple[list, list]] = {}
+    for name, steps, values in session.execute(query.order_by(MetricChunk.name, MetricChunk.chunk)):
+        all_steps, all_values = series.setdefault(name, ([], []))
+        all_steps.extend(steps)
+        all_values.extend(values)
+    return series
+
+
+def list_artifacts(session: Session, job_id: str) -> list[ArtifactEntry]:
+    rows = session.execute(
+        select(Artifact.name, Artifact.media_type, Artifact.size, Artifact.created_at)
+        .where(Artifact.job_id == job_id)
+        .order_by(Artifact.name)
+    )
+    return [ArtifactEntry(*row) for row in rows]
+
+
+def read_artifact(session: Session, job_id: str, name: str) -> tuple[str, bytes] | None:
+    """(media type, bytes) of the artifact whose stored name equals `name` exactly."""
+    row = session.execute(
+        select(Artifact.media_type, Artifact.data).where(Artifact.job_id == job_id, Artifact.name == name)
+    ).first()
+    return None if row is None else (row.media_type, row.data)

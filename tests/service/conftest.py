@@ -1,0 +1,157 @@
+"""Fixtures for the API tests: every test gets a fresh database made by `alembic upgrade head`.
+
+`database_url` runs each test twice: on a SQLite file and on a PostgreSQL database (from
+NTKLAB_TEST_DATABASE_URL; unreachable PostgreSQL fails the test, see tests/conftest.py).
+A migrated template is made once per session and copied per test (file copy for SQLite,
+CREATE DATABASE … TEMPLATE for PostgreSQL), so every test starts from an empty schema.
+The broker is the embedded filesystem transport in the test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.orm import Session
+
+from service.app import create_app
+from service.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ("sqlite", "postgresql")
+
+
+def alembic_config(url: str) -> Config:
+    config = Config(str(REPO / "alembic.ini"))
+    config.attributes["url"] = url
+    config.attributes["keep_logging"] = True
+    return config
+
+
+def upgrade_head(url: str) -> None:
+    command.upgrade(alembic_config(url), "head")
+
+
+class PostgresDatabases:
+    """CREATE/DROP DATABASE on the test server; names are random so parallel sessions never collide."""
+
+    def __init__(self, server_url: str) -> None:
+        self.server_url = server_url
+        self.admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+
+    def create(self, template: str | None = None) -> str:
+        name = f"ntklab_t_{uuid.uuid4().hex[:12]}"
+        clause = f' TEMPLATE "{template}"' if template else ""
+        with self.admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"{clause}'))
+        return name
+
+    def url(self, name: str) -> str:
+        return make_url(self.server_url).set(database=name).render_as_string(hide_password=False)
+
+    def drop(self, name: str) -> None:
+        with self.admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def alembic_for():
+    """alembic_for(url) → the Alembic Config of this repo pointed at `url`."""
+    return alembic_config
+
+
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_server: str) -> Iterator[PostgresDatabases]:
+    databases = PostgresDatabases(postgres_server)
+    yield databases
+    databases.admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "ntklab.db"
+    upgrade_head(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_databases: PostgresDatabases) -> Iterator[str]:
+    name = postgres_databases.create()
+    upgrade_head(postgres_databases.url(name))
+    yield name
+    postgres_databases.drop(name)
+
+
+@pytest.fixture
+def fresh_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(backend, URL) of an empty, unmigrated database; the test's parameter picks the backend."""
+    backend = request.param
+    if backend == "sqlite":
+        yield backend, f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    name = databases.create()
+    try:
+        yield backend, databases.url(name)
+    finally:
+        databases.drop(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated database of its own for this test."""
+    if request.param == "sqlite":
+        path = tmp_path / "ntklab.db"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
+        return
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    name = databases.create(template=request.getfixturevalue("postgres_template"))
+    try:
+        yield databases.url(name)
+    finally:
+        databases.drop(name)
+
+
+def make_settings(database_url: str, tmp_path: Path, **overrides) -> Settings:
+    return Settings(
+        database_url=database_url,
+        broker_url="filesystem://",
+        broker_dir=tmp_path / "broker",
+        queue=f"ntklab-test-{uuid.uuid4().hex[:8]}",
+        public_url="http://testserver",
+        reaper_enabled=False,
+        **overrides,
+    )
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return make_settings(database_url, tmp_path)
+
+
+@pytest.fixture
+def app(settings: Settings) -> FastAPI:
+    return create_app(settings)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    """A client whose unexpected server errors raise in the test instead of becoming a quiet 500."""
+    with TestClient(app, raise_server_exceptions=True) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def db(app: FastAPI) -> Iterator[Session]:
+    """A session on the app's database, for arranging rows a worker would write."""
+    with app.state.sessions() as session:
+        yield session

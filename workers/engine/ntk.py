@@ -24,9 +24,9 @@ import math
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
-import torch.nn.functional as F
 
 from workers.engine.activations import apply_head
 from workers.engine.layers import SCALED_LAYERS, ScaledConv2d, ScaledLinear

@@ -9,6 +9,7 @@ The broker is the embedded filesystem transport in the test's tmp_path.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -122,15 +123,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 def make_settings(database_url: str, tmp_path: Path, **overrides) -> Settings:
-    return Settings(
-        database_url=database_url,
-        broker_url="filesystem://",
-        broker_dir=tmp_path / "broker",
-        queue=f"ntklab-test-{uuid.uuid4().hex[:8]}",
-        public_url="http://testserver",
-        reaper_enabled=False,
-        **overrides,
-    )
+    defaults = {
+        "database_url": database_url,
+        "broker_url": "filesystem://",
+        "broker_dir": tmp_path / "broker",
+        "queue": f"ntklab-test-{uuid.uuid4().hex[:8]}",
+        "public_url": "http://testserver",
+        "reaper_enabled": False,
+    }
+    return Settings(**defaults | overrides)
 
 
 @pytest.fixture
@@ -148,6 +149,18 @@ def client(app: FastAPI) -> Iterator[TestClient]:
     """A client whose unexpected server errors raise in the test instead of becoming a quiet 500."""
     with TestClient(app, raise_server_exceptions=True) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def client_with(database_url: str, tmp_path: Path) -> Iterator:
+    """client_with(**settings) → a TestClient on this test's database with those settings changed."""
+    with contextlib.ExitStack() as stack:
+
+        def make(**overrides) -> TestClient:
+            app = create_app(make_settings(database_url, tmp_path, **overrides))
+            return stack.enter_context(TestClient(app, raise_server_exceptions=True))
+
+        yield make
 
 
 @pytest.fixture

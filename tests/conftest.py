@@ -118,9 +118,17 @@ def sqlite_stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def postgres_redis_stack(postgres_url: str, redis_url: str) -> dict[str, str]:
+def postgres_redis_stack(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
     """Settings of the full stack: a fresh PostgreSQL database and Redis, with a queue of this module's own."""
-    return stack_settings(postgres_url, redis_url)
+    import redis
+
+    settings = stack_settings(postgres_url, redis_url)
+    yield settings
+    client = redis.Redis.from_url(redis_url)
+    queue = settings["NTKLAB_QUEUE"]
+    for key in client.scan_iter(f"*{queue}*"):
+        client.delete(key)
+    client.close()
 
 
 def stack_settings(database_url: str, broker_url: str, broker_dir: Path | None = None) -> dict[str, str]:

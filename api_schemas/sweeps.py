@@ -52,3 +52,71 @@ class SweepSpec(Strict):
 
 
 SweepStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "partial"]
+
+
+class SweepRow(Strict):
+    """One job of a sweep: its grid values (dotted path → value) and its summary scalars."""
+
+    job_id: str
+    status: str
+    values: dict[str, JsonValue]
+    summary: dict[str, JsonValue]
+
+
+class FitPoint(Strict):
+    x: float
+    y_mean: float
+    y_std: float
+    runs: int
+
+
+class FitResult(Strict):
+    """log y = intercept + slope·log x over one group's seed-averaged points; 95% t-interval on the slope."""
+
+    y: str
+    x: str
+    group_by: list[str]
+    group: dict[str, JsonValue]
+    slope: float | None
+    slope_low: float | None
+    slope_high: float | None
+    intercept: float | None
+    r_squared: float | None
+    points: list[FitPoint]
+    verdict: str
+
+
+class Sweep(Strict):
+    """A sweep as the API shows it: status and counts derived from its jobs, the table, the fits."""
+
+    id: str
+    object: Literal["sweep"] = "sweep"
+    name: str | None
+    tags: list[str]
+    status: SweepStatus
+    counts: dict[str, int]
+    total: int
+    cancel_requested: bool
+    created_at: Any
+    spec: dict[str, JsonValue]
+    table: list[SweepRow]
+    fits: list[FitResult]
+
+
+class PresetInfo(Strict):
+    name: str
+    title: str
+    claim: str
+    scales: list[str]
+    jobs: dict[str, int] = Field(description="jobs the preset makes at each scale")
+
+
+class PresetList(Strict):
+    object: Literal["list"] = "list"
+    data: list[PresetInfo]
+
+
+class PresetRun(Strict):
+    """smoke: seconds (tests); cpu: minutes on a 2-core CPU; paper: the paper's widths, for a GPU worker."""
+
+    scale: Literal["smoke", "cpu", "paper"] = "cpu"

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from service.api.routes import health, jobs
+from service.api.routes import health, jobs, presets, sweeps
 from service.caps import BodySizeLimit
 from service.db import make_engine, make_session_factory
 from service.observability import RequestLatency, make_registry
@@ -36,6 +36,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
     app.include_router(jobs.router)
+    app.include_router(sweeps.router)
+    app.include_router(presets.router)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestLatency, histogram=latency)

@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     max_queued_jobs_per_key: int = 1000
     max_artifact_bytes: int = 256 * 1024 * 1024
     max_page_size: int = 200
+    max_sweep_jobs: int = 500
 
     # ---- worker behaviour
     heartbeat_interval_s: float = 2.0

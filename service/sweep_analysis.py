@@ -71,4 +71,5 @@ def describe(group_fit: GroupFit) -> str:
     if result is None:
         return f"{label}: too few points to fit {group_fit.fit.y}"
     spread = "" if result.half_width is None else f" ± {result.half_width:.2f}"
-    return f"{label}: {group_fit.fit.y} ∝ x^{result.slope:+.2f}{spread} (R² {result.r_squared:.2f}, {len(result.points)} points)"
+    r_squared = "n/a" if result.r_squared is None else f"{result.r_squared:.2f}"
+    return f"{label}: {group_fit.fit.y} ∝ x^{result.slope:+.2f}{spread} (R² {r_squared}, {len(result.points)} points)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import Celery
+from celery import Celery, group
 
 from workers.celery_app import TASK_NAME, app
 
@@ -28,6 +28,11 @@ class Broker:
         publishes it again, so callers may log the error and answer 202 anyway.
         """
         self.celery.send_task(TASK_NAME, args=[job_id], queue=self.queue, retry=True, retry_policy=PUBLISH_RETRY)
+
+    def enqueue_group(self, job_ids: list[str]) -> None:
+        """Publish a sweep's jobs as one Celery group (one message per job; completion is read from SQL)."""
+        signatures = [self.celery.signature(TASK_NAME, args=[job_id], queue=self.queue) for job_id in job_ids]
+        group(signatures).apply_async(retry=True, retry_policy=PUBLISH_RETRY)
 
     def ok(self) -> bool:
         return self.depth() is not None

@@ -54,3 +54,10 @@ def test_seeds_at_one_width_are_averaged_before_fitting():
 def test_non_positive_and_missing_values_are_dropped_and_too_few_points_give_none():
     assert fit_power_law([1, 10], [0.0, None]) is None
     assert fit_power_law([1, 10, 100], [1.0, float("nan"), 0.01]).slope == pytest.approx(-1.0)
+
+
+def test_flat_data_has_zero_slope_zero_width_interval_and_no_r_squared():
+    fit = fit_power_law([10, 100, 1000], [2.0, 2.0, 2.0])
+    assert fit.slope == pytest.approx(0.0, abs=1e-12)
+    assert fit.slope_low == pytest.approx(0.0, abs=1e-12) and fit.slope_high == pytest.approx(0.0, abs=1e-12)
+    assert fit.r_squared is None

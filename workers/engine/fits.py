@@ -28,13 +28,14 @@ class AveragedPoint:
 class PowerLawFit:
     """slope s and intercept log c of log y = log c + s·log x; interval = 95% t-interval on s.
 
-    The interval is None with two points (no residual degrees of freedom)."""
+    The interval is None with two points (no residual degrees of freedom); R² is None when
+    every y is the same (no variance to explain)."""
 
     slope: float
     intercept: float
     slope_low: float | None
     slope_high: float | None
-    r_squared: float
+    r_squared: float | None
     points: list[AveragedPoint]
 
     @property
@@ -65,13 +66,14 @@ def fit_power_law(xs: list[float], ys: list[float]) -> PowerLawFit | None:
     line = stats.linregress(log_x, log_y)
     low = high = None
     if len(points) > 2:
-        half = float(stats.t.ppf(0.975, len(points) - 2) * line.stderr)
+        half = float(stats.t.ppf(0.975, len(points) - 2) * np.nan_to_num(line.stderr))
         low, high = float(line.slope) - half, float(line.slope) + half
+    r_squared = float(line.rvalue**2) if np.ptp(log_y) > 0 else None
     return PowerLawFit(
         slope=float(line.slope),
         intercept=float(line.intercept),
         slope_low=low,
         slope_high=high,
-        r_squared=float(line.rvalue**2),
+        r_squared=r_squared,
         points=points,
     )

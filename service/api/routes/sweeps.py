@@ -1,0 +1,198 @@
+"""/v1/sweeps: a grid of jobs over dotted spec paths, its table, its power-law fits and their plot."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Query, Response
+from pydantic import ValidationError
+
+from api_schemas import problems as types
+from api_schemas.problems import FieldError
+from api_schemas.sweeps import FitPoint, FitResult, FitSpec, Sweep, SweepRow, SweepSpec
+from service import jobs_repo, models, sweeps_repo
+from service.api.deps import BrokerDep, OwnerDep, SessionDep, SettingsDep
+from service.api.routes import StrictJSONRoute
+from service.api.routes.jobs import PROBLEM, as_utc
+from service.caps import check_spec_caps
+from service.grid import GridError, expand_grid, grid_size
+from service.problems import ProblemError
+from service.settings import Settings
+from service.sweep_analysis import GroupFit, describe, fit_groups
+from service.sweep_plot import MEDIA_TYPES, render_fits
+from workers.queue import Broker
+
+log = logging.getLogger(__name__)
+
+NOT_FOUND = {404: {**PROBLEM, "description": "no such sweep (or not yours)"}}
+SWEEP_EXAMPLES = {
+    "fig1": {
+        "summary": "ΔK vs width for a linear and a swish head, two seeds",
+        "value": {
+            "name": "fig1-mini",
+            "base": {"model": {"hidden": [100], "activation": "tanh"}, "training": {"max_steps": 500}},
+            "grid": {"model.hidden.0": [100, 300, 1000], "model.output_activation": ["identity", "swish"], "seed": [0, 1]},
+            "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.output_activation"]}],
+        },
+    }
+}
+
+router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"], route_class=StrictJSONRoute)
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=Sweep,
+    summary="Submit a sweep",
+    responses={422: {**PROBLEM, "description": "invalid grid or spec, or a cap exceeded"},
+               429: {**PROBLEM, "description": "too many queued + running jobs"}},
+)
+def create_sweep(
+    spec: Annotated[SweepSpec, Body(openapi_examples=SWEEP_EXAMPLES)],
+    response: Response,
+    session: SessionDep,
+    owner: OwnerDep,
+    settings: SettingsDep,
+    broker: BrokerDep,
+) -> Sweep:
+    """Expand the grid, store the sweep and one job per point in one transaction, publish them as a group."""
+    return submit_sweep(spec, response, session, owner, settings, broker)
+
+
+@router.get("/{sweep_id}", response_model=Sweep, responses=NOT_FOUND, summary="Retrieve a sweep, its table and fits")
+def retrieve_sweep(sweep_id: str, session: SessionDep, owner: OwnerDep) -> Sweep:
+    sweep = _owned_sweep(session, owner, sweep_id)
+    return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+
+
+@router.post("/{sweep_id}/cancel", status_code=202, response_model=Sweep, responses=NOT_FOUND, summary="Cancel a sweep")
+def cancel_sweep(sweep_id: str, session: SessionDep, owner: OwnerDep) -> Sweep:
+    """Queued jobs end cancelled at once; running ones stop at their next step; finished ones stay."""
+    sweep = _owned_sweep(session, owner, sweep_id)
+    sweeps_repo.request_cancel(session, sweep)
+    session.refresh(sweep)
+    return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+
+
+@router.get(
+    "/{sweep_id}/plot",
+    response_class=Response,
+    responses={200: {"content": {media: {} for media in MEDIA_TYPES.values()}}, **NOT_FOUND},
+    summary="Log–log plot of a summary scalar against a grid path, with fitted lines",
+)
+def plot_sweep(
+    sweep_id: str,
+    session: SessionDep,
+    owner: OwnerDep,
+    x: Annotated[str | None, Query(max_length=200, description="dotted spec path; default: the first fit's x")] = None,
+    y: Annotated[str | None, Query(max_length=100, description="summary scalar; default: the first fit's y")] = None,
+    format: Annotated[Literal["png", "svg"], Query()] = "png",
+) -> Response:
+    sweep = _owned_sweep(session, owner, sweep_id)
+    fit = _plotted_fit(sweep, x, y)
+    fits = fit_groups(sweeps_repo.table(sweep, sweeps_repo.sweep_jobs(session, sweep.id)), fit)
+    return Response(render_fits(fits, x=fit.x, y=fit.y, fmt=format), media_type=MEDIA_TYPES[format])
+
+
+def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, settings: Settings, broker: Broker) -> Sweep:
+    """Shared by POST /v1/sweeps and POST /v1/presets/{name}."""
+    size = grid_size(spec.grid)
+    if size > settings.max_sweep_jobs:
+        message = f"the grid has {size} points; the cap is {settings.max_sweep_jobs} (setting max_sweep_jobs)"
+        raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
+                           errors=[FieldError(field="grid", message=message, limit=settings.max_sweep_jobs, value=size)])
+    try:
+        points = expand_grid(spec.base, spec.grid)
+    except GridError as error:
+        raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
+                           errors=[FieldError(field=error.field, message=str(error))]) from None
+    parameters = [_checked_caps(point, settings) for point in points]
+    _check_room(session, owner, settings, len(points))
+    sweep, job_ids = sweeps_repo.create_sweep(session, owner=owner, spec=spec, points=points, parameters=parameters)
+    session.commit()
+    try:
+        broker.enqueue_group(job_ids)
+    except Exception as error:
+        log.warning("sweep %s stored but not published yet (the reaper retries): %s", sweep.id, error)
+    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/sweeps/{sweep.id}"
+    response.headers["Retry-After"] = str(settings.retry_after_s)
+    return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+
+
+def sweep_resource(sweep: models.Sweep, jobs: list[models.Job]) -> Sweep:
+    rows = sweeps_repo.table(sweep, jobs)
+    counts = Counter(job.status for job in jobs)
+    fits = [_fit_result(group_fit) for fit in sweep.spec.get("fits", []) for group_fit in fit_groups(rows, FitSpec(**fit))]
+    return Sweep(
+        id=sweep.id,
+        name=sweep.name,
+        tags=list(sweep.spec.get("tags", [])),
+        status=sweeps_repo.derive_status(counts, sweep.cancel_requested),
+        counts={status: counts[status] for status in models.JOB_STATUSES},
+        total=len(jobs),
+        cancel_requested=sweep.cancel_requested,
+        created_at=as_utc(sweep.created_at),
+        spec=sweep.spec,
+        table=[SweepRow(job_id=row.job_id, status=row.status, values=row.values, summary=row.summary) for row in rows],
+        fits=fits,
+    )
+
+
+def _fit_result(group_fit: GroupFit) -> FitResult:
+    result = group_fit.result
+    return FitResult(
+        y=group_fit.fit.y,
+        x=group_fit.fit.x,
+        group_by=group_fit.fit.group_by,
+        group=group_fit.group,
+        slope=None if result is None else result.slope,
+        slope_low=None if result is None else result.slope_low,
+        slope_high=None if result is None else result.slope_high,
+        intercept=None if result is None else result.intercept,
+        r_squared=None if result is None else result.r_squared,
+        points=[] if result is None else [FitPoint(x=p.x, y_mean=p.y_mean, y_std=p.y_std, runs=p.runs) for p in result.points],
+        verdict=describe(group_fit),
+    )
+
+
+def _checked_caps(point, settings: Settings) -> int:
+    try:
+        return check_spec_caps(point.spec, settings)
+    except ProblemError as error:
+        error.problem = error.problem.model_copy(update={"detail": f"grid point {point.values}: {error.problem.detail}"})
+        raise
+
+
+def _check_room(session, owner: str, settings: Settings, adding: int) -> None:
+    active = jobs_repo.count_active(session, owner)
+    limit = settings.max_queued_jobs_per_key
+    if active + adding > limit:
+        message = f"{active} jobs are active and the sweep adds {adding}; the cap is {limit} (setting max_queued_jobs_per_key)"
+        raise ProblemError(429, message, type=types.TOO_MANY_ACTIVE_JOBS, title="Too many active jobs",
+                           errors=[FieldError(field="active_jobs", message=message, limit=limit, value=active + adding)],
+                           headers={"Retry-After": str(settings.retry_after_s)})
+
+
+def _plotted_fit(sweep: models.Sweep, x: str | None, y: str | None) -> FitSpec:
+    fits = [FitSpec(**fit) for fit in sweep.spec.get("fits", [])]
+    for fit in fits:
+        if (x is None or fit.x == x) and (y is None or fit.y == y):
+            return fit
+    if x is None or y is None:
+        raise ProblemError(422, "the sweep asked for no fit of that kind: pass both x and y", type=types.VALIDATION,
+                           errors=[FieldError(field="x" if x is None else "y", message="required: the sweep has no matching fit")])
+    try:
+        return FitSpec(x=x, y=y)
+    except ValidationError:
+        raise ProblemError(422, f"x = {x!r} is not a dotted spec path like model.hidden.0", type=types.VALIDATION,
+                           errors=[FieldError(field="x", message="not a dotted spec path", value=x)]) from None
+
+
+def _owned_sweep(session, owner: str, sweep_id: str) -> models.Sweep:
+    sweep = sweeps_repo.get_sweep(session, owner, sweep_id)
+    if sweep is None:
+        raise ProblemError(404, "no such sweep")
+    return sweep

@@ -1,0 +1,86 @@
+"""The API's queries on sweeps. A sweep's status, counts, table and fits are derived from its jobs.
+
+A sweep and all its jobs are written in one transaction; the jobs are then published as
+one Celery group. Nothing about progress is stored on the sweep row itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from api_schemas.sweeps import SweepSpec
+from service import jobs_repo
+from service.grid import GridPoint
+from service.idempotency import spec_hash
+from service.models import Job, JobTag, Sweep, new_id, utcnow
+from service.sweep_analysis import SweepRow, get_path
+
+
+def create_sweep(
+    session: Session, *, owner: str, spec: SweepSpec, points: list[GridPoint], parameters: list[int]
+) -> tuple[Sweep, list[str]]:
+    """Insert the sweep and one queued job per grid point (not committed); returns the job ids in grid order."""
+    sweep = Sweep(id=new_id("swp"), owner=owner, name=spec.name, spec=spec.model_dump(mode="json"), created_at=utcnow())
+    session.add(sweep)
+    session.flush()
+    job_ids = []
+    for point, count in zip(points, parameters):
+        document = point.spec.model_dump(mode="json")
+        job = jobs_repo.create_job(
+            session, owner=owner, spec=document, spec_hash=spec_hash(document), parameters=count, idempotency_key=None
+        )
+        job.sweep_id = sweep.id
+        session.add_all(JobTag(job_id=job.id, tag=tag) for tag in spec.tags if tag not in point.spec.tags)
+        job_ids.append(job.id)
+    return sweep, job_ids
+
+
+def get_sweep(session: Session, owner: str, sweep_id: str) -> Sweep | None:
+    return session.scalar(select(Sweep).where(Sweep.owner == owner, Sweep.id == sweep_id))
+
+
+def sweep_jobs(session: Session, sweep_id: str) -> list[Job]:
+    return list(session.scalars(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.seq)))
+
+
+def axis_paths(spec: dict) -> list[str]:
+    """The dotted paths the grid sets, linked axes ("a,b") split into their paths."""
+    return [path for axis in spec.get("grid", {}) for path in axis.split(",")]
+
+
+def table(sweep: Sweep, jobs: list[Job]) -> list[SweepRow]:
+    paths = axis_paths(sweep.spec)
+    return [
+        SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec, job.summary or {})
+        for job in jobs
+    ]
+
+
+def derive_status(counts: Counter, cancel_requested: bool) -> str:
+    """queued/running while any job is active; then succeeded, cancelled, failed or partial."""
+    total = sum(counts.values())
+    if counts["running"] or (counts["queued"] and counts["queued"] < total):
+        return "running"
+    if counts["queued"]:
+        return "queued"
+    if counts["succeeded"] == total:
+        return "succeeded"
+    if cancel_requested or counts["cancelled"] == total:
+        return "cancelled"
+    return "partial" if counts["succeeded"] else "failed"
+
+
+def request_cancel(session: Session, sweep: Sweep) -> None:
+    """Cancel every unfinished job: queued ones at once, running ones at their next step."""
+    now = utcnow()
+    session.execute(update(Sweep).where(Sweep.id == sweep.id).values(cancel_requested=True))
+    session.execute(
+        update(Job)
+        .where(Job.sweep_id == sweep.id, Job.status == "queued")
+        .values(status="cancelled", cancel_requested=True, progress_phase="cancelled", finished_at=now)
+    )
+    session.execute(update(Job).where(Job.sweep_id == sweep.id, Job.status == "running").values(cancel_requested=True))
+    session.commit()

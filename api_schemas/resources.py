@@ -27,7 +27,11 @@ class Progress(Resource):
     eta_s: float | None = None
 
 
-class JobError(Resource):
+class JobError(BaseModel):
+    """Why a job failed: `type` (InvalidSpec, TimeLimit, OutOfMemory, WorkerLost, …) and a message; more keys may follow."""
+
+    model_config = ConfigDict(extra="allow")
+
     type: str
     message: str
 

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 UNMATCHED_ROUTE = "unmatched"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class JobsCollector:
@@ -85,4 +86,5 @@ class RequestLatency:
             await self.app(scope, receive, send_noting_status)
         finally:
             route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
-            self.histogram.labels(scope["method"], route, str(status)).observe(time.perf_counter() - started)
+            method = scope["method"] if scope["method"] in METHODS else "OTHER"
+            self.histogram.labels(method, route, str(status)).observe(time.perf_counter() - started)

@@ -91,13 +91,14 @@ def test_openapi_documents_every_body_with_examples_that_are_accepted(client):
         for operation in operations.values()
         if "requestBody" in operation
     ]
-    assert [path for path, _ in bodies] == ["/v1/jobs"]
+    assert "/v1/jobs" in [path for path, _ in bodies]
     for path, body in bodies:
-        examples = body["content"]["application/json"]["examples"]
-        assert len(examples) >= 3
-        for name, example in examples.items():
-            answer = client.post(path, json=example["value"])
-            assert answer.status_code == 202, (name, answer.text)
+        assert body["content"]["application/json"].get("examples"), f"{path} has no request example"
+    job_examples = dict(bodies)["/v1/jobs"]["content"]["application/json"]["examples"]
+    assert len(job_examples) >= 3
+    for name, example in job_examples.items():
+        answer = client.post("/v1/jobs", json=example["value"])
+        assert answer.status_code == 202, (name, answer.text)
 
 
 def test_the_lifespan_runs_the_reaper_when_enabled(client_with, db, monkeypatch):

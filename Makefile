@@ -4,7 +4,6 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION := 2.13.0
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.ntklab-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -18,7 +17,7 @@ $(PY):
 	python3 -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q torch==$(TORCH_VERSION) --index-url $(TORCH_INDEX)
+	$(PY) -m pip install -q torch==$(TORCH_VERSION)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 

@@ -8,22 +8,17 @@ not answer fails with a message saying how to start it; nothing is skipped.
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+from ntklab import localstack
+from ntklab.localstack import LocalStack, StackError
+
 TEST_DATABASE_URL = os.environ.get(
     "NTKLAB_TEST_DATABASE_URL", "postgresql+psycopg://ntklab:ntklab@127.0.0.1:5432/ntklab_test"
 )
@@ -36,9 +31,6 @@ FAST_WORKER_SETTINGS = {
     "NTKLAB_REAPER_INTERVAL_S": "0.5",
     "NTKLAB_METRICS_FLUSH_INTERVAL_S": "0.2",
 }
-WORKER_READY_LINE = "worker process ready"
-WORKER_READY_TIMEOUT_S = 120
-API_READY_TIMEOUT_S = 60
 
 
 # --------------------------------------------------------------------------- servers
@@ -90,19 +82,10 @@ def redis_url() -> str:
 
 
 def migrate(database_url: str) -> None:
-    """`alembic upgrade head` in a subprocess, so the settings it reads are the ones given here."""
-    done = subprocess.run(
-        [str(BIN / "alembic"), "upgrade", "head"], cwd=REPO, env=clean_env({"NTKLAB_DATABASE_URL": database_url}),
-        capture_output=True, text=True, timeout=120,
-    )
-    if done.returncode:
-        pytest.fail(f"alembic upgrade head failed on {database_url}:\n{done.stdout}\n{done.stderr}", pytrace=False)
-
-
-def clean_env(settings: dict[str, str]) -> dict[str, str]:
-    """This process's environment without any NTKLAB_ setting, plus `settings`."""
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("NTKLAB_") or k.startswith("NTKLAB_TEST_")}
-    return inherited | {"PYTHONUNBUFFERED": "1"} | settings
+    try:
+        localstack.migrate(database_url)
+    except StackError as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 # --------------------------------------------------------------------------- stacks
@@ -142,90 +125,20 @@ def stack_settings(database_url: str, broker_url: str, broker_dir: Path | None =
     return settings
 
 
-class LiveStack:
-    """An API (uvicorn) and celery workers as real subprocesses, each in a process group of its own."""
-
-    def __init__(self, settings: dict[str, str], logs: Path):
-        self.settings, self.logs = settings, logs
-        self.port = free_port()
-        self.settings = settings | {"NTKLAB_PUBLIC_URL": f"http://127.0.0.1:{self.port}"}
-        self.api: subprocess.Popen | None = None
-        self.workers: list[subprocess.Popen] = []
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
+class LiveStack(LocalStack):
+    """ntklab.localstack.LocalStack whose start-up failures fail the test with the log's name."""
 
     def start_api(self) -> None:
-        command = [str(BIN / "uvicorn"), "service.app:app", "--host", "127.0.0.1", "--port", str(self.port)]
-        self.api = self._spawn(command, "api")
-        wait_until(lambda: self._api_ready(), API_READY_TIMEOUT_S, f"API never answered /healthz; see {self.logs}/api.log",
-                   alive=self.api)
-
-    def start_worker(self) -> subprocess.Popen:
-        """A `celery worker` like the one `make up` starts; returns once its pool process imported the engine."""
-        name = f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h"
-        command = [
-            str(BIN / "celery"), "-A", "workers.celery_app", "worker", "--concurrency=1", "-Q", self.settings["NTKLAB_QUEUE"],
-            "-n", name, "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ]
-        log = f"worker{len(self.workers)}"
-        worker = self._spawn(command, log)
-        self.workers.append(worker)
-        wait_until(lambda: WORKER_READY_LINE in (self.logs / f"{log}.log").read_text(), WORKER_READY_TIMEOUT_S,
-                   f"celery worker never became ready; see {self.logs}/{log}.log", alive=worker)
-        return worker
-
-    def kill(self, process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-        """Signal the whole process group (the worker's parent and its pool children)."""
-        if process.poll() is None:
-            os.killpg(process.pid, sig)
-        process.wait(timeout=30)
-
-    def stop(self) -> None:
-        for process in [*self.workers, self.api]:
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(timeout=10)
-            if process is not None:
-                _kill_group_leftovers(process.pid)
-        self.client.close()
-
-    def _spawn(self, command: list[str], log: str) -> subprocess.Popen:
-        with open(self.logs / f"{log}.log", "wb") as out:
-            return subprocess.Popen(command, cwd=REPO, env=clean_env(self.settings), stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-
-    def _api_ready(self) -> bool:
         try:
-            return self.client.get("/healthz").status_code == 200
-        except httpx.TransportError:
-            return False
+            super().start_api()
+        except StackError as error:
+            pytest.fail(str(error), pytrace=False)
 
-
-def _kill_group_leftovers(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_until(condition, timeout_s: float, message: str, *, alive: subprocess.Popen | None = None, every_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if alive is not None and alive.poll() is not None:
-            pytest.fail(f"process exited with {alive.returncode}: {message}", pytrace=False)
-        time.sleep(every_s)
-    pytest.fail(f"timed out after {timeout_s} s: {message}", pytrace=False)
+    def start_worker(self):
+        try:
+            return super().start_worker()
+        except StackError as error:
+            pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture(scope="module", params=["postgres+redis", "sqlite+filesystem"])

@@ -11,6 +11,9 @@ import math
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as fuzzing
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from service.api.routes import FiniteJSONResponse
@@ -119,8 +122,9 @@ def test_a_streamed_body_without_length_is_cut_at_the_cap(client_with):
 
 
 @pytest.mark.parametrize(
-    "raw", [b'{"model": ', b"{'single': 1}", b'{"a": 1,}', b"\xff\xfe\x00garbage", b"[" * 100_000, b"nul"],
-    ids=["truncated", "single-quotes", "trailing-comma", "not-utf8", "deep", "bare-word"],
+    "raw",
+    [b'{"model": ', b"{'single': 1}", b'{"a": 1,}', b"\xff\xfe\x00garbage", b"[" * 100_000, b"nul", b'{"seed": 1' + b"0" * 5000 + b"}"],
+    ids=["truncated", "single-quotes", "trailing-comma", "not-utf8", "deep", "bare-word", "5000-digit-int"],
 )
 def test_malformed_json_is_a_400(client, raw):
     assert problem(post_raw(client, raw), 400)["type"] == "urn:ntklab:problem:malformed-json"
@@ -133,6 +137,7 @@ def test_malformed_json_is_a_400(client, raw):
         (b'{"data": {"kind": "inline", "x": [[1], [2]], "y": [1, Infinity]}}', "data.y.1"),
         (b'{"training": {"lr": -Infinity}}', "training.lr"),
         (b'{"seed": NaN}', "seed"),
+        (b'{"training": {"lr": 1e400}}', "training.lr"),
     ],
 )
 def test_nan_and_infinity_are_refused_naming_the_field(client, raw, field):
@@ -225,3 +230,25 @@ def test_an_unexpected_error_is_a_500_problem_that_leaks_nothing(settings):
 def test_the_json_encoder_refuses_non_finite_numbers(number):
     with pytest.raises(ValueError):
         FiniteJSONResponse({"summary": {"delta_k_max": number}})
+
+
+# --------------------------------------------------------------------------- fuzzing
+
+
+SPEC_WORDS = ["model", "data", "training", "diagnostics", "hidden", "kind", "x", "y", "name", "tags", "seed", "probe",
+              "n", "lr", "max_steps", "inline", "gaussian_mixture", "builtin", "activation", "kernel", "hessian", "mlp", "cnn"]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**20), max_value=10**20)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(SPEC_WORDS) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(SPEC_WORDS) | st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@fuzzing(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.dictionaries(st.sampled_from(SPEC_WORDS), JSON_VALUES, max_size=5))
+def test_random_json_bodies_never_get_a_5xx(client, body):
+    answer = client.post("/v1/jobs", json=body)
+    assert answer.status_code in (202, 422), answer.text
+    if answer.status_code == 422:
+        assert answer.headers["content-type"] == PROBLEM and answer.json()["errors"]

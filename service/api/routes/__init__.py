@@ -69,6 +69,8 @@ def parse_json(raw: bytes) -> Any:
         raise _malformed(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}") from error
     except RecursionError as error:
         raise _malformed("the JSON body is nested too deeply") from error
+    except ValueError as error:
+        raise _malformed(f"invalid JSON: {error}") from error
 
 
 def _malformed(detail: str) -> ProblemError:

@@ -38,7 +38,9 @@ test: $(STAMP)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	@echo "bench: not written yet"
+	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
+	$(PY) -m bench.bench_kernels $(BENCH_ARGS); \
+	$(PY) -m bench.bench_service
 
 demo: $(STAMP)
 	@echo "demo: not written yet"

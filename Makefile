@@ -43,7 +43,7 @@ bench: $(STAMP)
 	$(PY) -m bench.bench_service
 
 demo: $(STAMP)
-	@echo "demo: not written yet"
+	$(PY) -m ntklab.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf var/ntklab.db var/ntklab.db-wal var/ntklab.db-shm var/broker .pytest_cache

@@ -90,8 +90,8 @@ def fig2_bottleneck(scale: Scale) -> SweepSpec:
 
 
 def table1_hessian(scale: Scale) -> SweepSpec:
-    widths = _by_scale(scale, [100, 300, 1000], [100, 300, 1000, 3000, 10_000],
-                       [100, 1000, 10_000, 100_000, 1_000_000])
+    widths = _by_scale(scale, [100, 300, 1000], [1000, 3000, 10_000, 30_000, 100_000],
+                       [1000, 10_000, 100_000, 1_000_000])
     bottleneck = 3
     families = []
     for width in widths:

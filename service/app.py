@@ -6,13 +6,17 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
+from service.api.auth import RESPONSES as AUTH_RESPONSES
+from service.api.deps import current_caller
 from service.api.routes import health, jobs, presets, sweeps
+from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.caps import BodySizeLimit
 from service.db import make_engine, make_session_factory
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
+from service.rate_limit import make_rate_limiter
 from service.settings import Settings, get_settings
 from workers.celery_app import make_celery
 from workers.queue import Broker
@@ -33,11 +37,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.sessions = make_session_factory(engine)
     app.state.broker = Broker(make_celery(settings))
+    app.state.rate_limiter = make_rate_limiter(settings)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
-    app.include_router(jobs.router)
-    app.include_router(sweeps.router)
-    app.include_router(presets.router)
+    for router in (jobs.router, sweeps.router, presets.router):
+        app.include_router(router, dependencies=[Depends(current_caller)], responses=AUTH_RESPONSES)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestLatency, histogram=latency)
@@ -47,6 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
+    warn_if_open(settings)
+    ensure_bootstrap_admin(settings, app.state.sessions)
     reaper = asyncio.create_task(_reaper(settings)) if settings.reaper_enabled else None
     try:
         yield

@@ -1,5 +1,7 @@
 """The API's queries on jobs, their tags, metric chunks and artifacts; every one is scoped to an owner.
 
+A read scope is an owner id, or None for the admin key, which sees every owner's jobs.
+
 Paging is newest first by `Job.seq` (the insertion order): a page holds the `limit` jobs
 with the largest seq below the cursor, so jobs created while a client pages never shift
 the pages it has not read yet, and every job present at the start is visited once.
@@ -69,8 +71,13 @@ def find_by_idempotency_key(session: Session, owner: str, key: str) -> Job | Non
     return session.scalar(select(Job).where(Job.owner == owner, Job.idempotency_key == key))
 
 
-def get_job(session: Session, owner: str, job_id: str) -> Job | None:
-    return session.scalar(select(Job).where(Job.owner == owner, Job.id == job_id))
+def visible(scope: str | None) -> tuple:
+    """The WHERE clauses that keep a query to the rows `scope` may see."""
+    return () if scope is None else (Job.owner == scope,)
+
+
+def get_job(session: Session, scope: str | None, job_id: str) -> Job | None:
+    return session.scalar(select(Job).where(*visible(scope), Job.id == job_id))
 
 
 def tags_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[str]]:
@@ -85,10 +92,10 @@ def tags_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[str]]:
 
 
 def list_page(
-    session: Session, owner: str, where: JobFilter, limit: int, before_seq: int | None
+    session: Session, scope: str | None, where: JobFilter, limit: int, before_seq: int | None
 ) -> tuple[list[Job], bool]:
     """Up to `limit` jobs (without their spec) newest first, and whether more follow."""
-    query = select(Job).options(defer(Job.spec)).where(Job.owner == owner)
+    query = select(Job).options(defer(Job.spec)).where(*visible(scope))
     if where.statuses:
         query = query.where(Job.status.in_(where.statuses))
     if where.sweep_id is not None:
@@ -127,10 +134,10 @@ def count_by_status(session: Session) -> dict[str, int]:
     return dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
 
 
-def request_cancel(session: Session, owner: str, job_id: str) -> None:
+def request_cancel(session: Session, scope: str | None, job_id: str) -> None:
     """queued → cancelled at once; running → cancel_requested, which the worker reads every step."""
     now = utcnow()
-    mine = (Job.owner == owner, Job.id == job_id)
+    mine = (*visible(scope), Job.id == job_id)
     cancelled = session.execute(
         update(Job)
         .where(*mine, Job.status == "queued")
@@ -141,10 +148,10 @@ def request_cancel(session: Session, owner: str, job_id: str) -> None:
     session.commit()
 
 
-def delete_finished(session: Session, owner: str, job_id: str) -> bool:
+def delete_finished(session: Session, scope: str | None, job_id: str) -> bool:
     """Delete a finished job; its tags, metric chunks and artifacts go with it (ON DELETE CASCADE)."""
     deleted = session.execute(
-        delete(Job).where(Job.owner == owner, Job.id == job_id, Job.status.in_(FINISHED_STATUSES))
+        delete(Job).where(*visible(scope), Job.id == job_id, Job.status.in_(FINISHED_STATUSES))
     ).rowcount
     session.commit()
     return bool(deleted)

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 VAR_DIR = Path("var")
@@ -24,6 +24,10 @@ class Settings(BaseSettings):
 
     # ---- auth
     auth: Literal["on", "off"] = Field(default="off", description="off only for the embedded default")
+    bootstrap_admin_key: SecretStr | None = Field(
+        default=None, description="an admin key with this secret (ntk_…) is made at API start-up if missing"
+    )
+    rate_limit_per_s: int = Field(default=0, ge=0, description="requests per second per key; 0 = no limit")
 
     # ---- resource caps (a request over one is refused up front with 413/422/429)
     max_body_bytes: int = 8 * 1024 * 1024

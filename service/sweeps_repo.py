@@ -38,8 +38,10 @@ def create_sweep(
     return sweep, job_ids
 
 
-def get_sweep(session: Session, owner: str, sweep_id: str) -> Sweep | None:
-    return session.scalar(select(Sweep).where(Sweep.owner == owner, Sweep.id == sweep_id))
+def get_sweep(session: Session, scope: str | None, sweep_id: str) -> Sweep | None:
+    """The sweep if `scope` may see it (scope None: the admin key, which sees all)."""
+    mine = () if scope is None else (Sweep.owner == scope,)
+    return session.scalar(select(Sweep).where(*mine, Sweep.id == sweep_id))
 
 
 def sweep_jobs(session: Session, sweep_id: str) -> list[Job]:

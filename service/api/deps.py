@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from service.models import ANONYMOUS
+from service.api.auth import Caller, authenticate
 from service.settings import Settings
 from workers.queue import Broker
 
@@ -26,12 +26,26 @@ def broker(request: Request) -> Broker:
     return request.app.state.broker
 
 
-def current_owner() -> str:
-    """The owner whose jobs this request may see; every row is ANONYMOUS's until auth lands."""
-    return ANONYMOUS
+def current_caller(request: Request, session: Annotated[Session, Depends(session)]) -> Caller:
+    """The caller's key (401 without a valid one when auth is on), held to its request rate (429)."""
+    caller = authenticate(request.app.state.settings, request.headers, session)
+    request.app.state.rate_limiter.check(caller.owner)
+    return caller
+
+
+def current_owner(caller: Annotated[Caller, Depends(current_caller)]) -> str:
+    """The owner of what this request creates."""
+    return caller.owner
+
+
+def read_scope(caller: Annotated[Caller, Depends(current_caller)]) -> str | None:
+    """The owner whose rows this request may read; None (everyone's) for the admin key."""
+    return caller.scope
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
 SessionDep = Annotated[Session, Depends(session)]
+CallerDep = Annotated[Caller, Depends(current_caller)]
 OwnerDep = Annotated[str, Depends(current_owner)]
+ScopeDep = Annotated[str | None, Depends(read_scope)]
 BrokerDep = Annotated[Broker, Depends(broker)]

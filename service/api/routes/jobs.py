@@ -14,9 +14,8 @@ from api_schemas import problems as types
 from api_schemas.problems import FieldError, Problem
 from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobPage, JobStatus, Progress, Series
 from api_schemas.spec import JobSpec
-from service import jobs_repo
-from service import models
-from service.api.deps import BrokerDep, OwnerDep, SessionDep, SettingsDep
+from service import jobs_repo, models, quota
+from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.caps import check_spec_caps
 from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
@@ -81,7 +80,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute
     responses={
         413: {**PROBLEM, "description": "body larger than max_body_bytes"},
         422: {**PROBLEM, "description": "invalid spec, a resource cap exceeded, or an Idempotency-Key reused"},
-        429: {**PROBLEM, "description": "too many queued + running jobs"},
+        429: {**PROBLEM, "description": "too many queued + running jobs of this key, or too many requests per second"},
     },
 )
 def create_job(
@@ -101,18 +100,18 @@ def create_job(
     if key is not None and (first := jobs_repo.find_by_idempotency_key(session, owner, key)) is not None:
         return _replay(first, digest, key, session, response, settings)
     parameters = check_spec_caps(spec, settings)
-    _check_active_jobs(session, owner, settings)
-    job = jobs_repo.create_job(
-        session, owner=owner, spec=document, spec_hash=digest, parameters=parameters, idempotency_key=key
-    )
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        first = jobs_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
-        if first is None:
-            raise
-        return _replay(first, digest, key, session, response, settings)
+    with quota.reserve(session, owner, 1, settings):
+        job = jobs_repo.create_job(
+            session, owner=owner, spec=document, spec_hash=digest, parameters=parameters, idempotency_key=key
+        )
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            first = jobs_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
+            if first is None:
+                raise
+            return _replay(first, digest, key, session, response, settings)
     _publish(broker, job.id)
     _accepted(response, job.id, settings)
     return job_resource(job, list(dict.fromkeys(spec.tags)), with_spec=True)
@@ -121,7 +120,7 @@ def create_job(
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
 def list_jobs(
     session: SessionDep,
-    owner: OwnerDep,
+    scope: ScopeDep,
     settings: SettingsDep,
     status: Annotated[list[JobStatus] | None, Query(description="repeat to match several")] = None,
     tag: Annotated[str | None, Query(max_length=64)] = None,
@@ -135,7 +134,7 @@ def list_jobs(
     if after is not None and (before_seq := jobs_repo.decode_cursor(after)) is None:
         raise _invalid("after", "not a cursor this API gave out; pass the `next` of a page", value=after)
     where = jobs_repo.JobFilter(statuses=tuple(status or ()), tag=tag, sweep_id=sweep_id)
-    jobs, has_more = jobs_repo.list_page(session, owner, where, limit, before_seq)
+    jobs, has_more = jobs_repo.list_page(session, scope, where, limit, before_seq)
     tags = jobs_repo.tags_of(session, [job.id for job in jobs])
     return JobPage(
         data=[job_resource(job, tags[job.id], with_spec=False) for job in jobs],
@@ -145,8 +144,8 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=Job, responses=NOT_FOUND, summary="Retrieve a job")
-def retrieve_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Job:
-    job = _owned_job(session, owner, job_id)
+def retrieve_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
+    job = _owned_job(session, scope, job_id)
     return job_resource(job, jobs_repo.tags_of(session, [job.id])[job.id], with_spec=True)
 
 
@@ -154,19 +153,19 @@ def retrieve_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Job:
 def job_metrics(
     job_id: str,
     session: SessionDep,
-    owner: OwnerDep,
+    scope: ScopeDep,
     names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
 ) -> dict[str, Series]:
     """`{name: {step: [...], value: [...]}}` for the series recorded so far; unknown names are left out."""
-    job = _owned_job(session, owner, job_id)
+    job = _owned_job(session, scope, job_id)
     wanted = [name.strip() for name in (names or "").split(",") if name.strip()]
     series = jobs_repo.read_series(session, job.id, wanted)
     return {name: Series(step=steps, value=values) for name, (steps, values) in series.items()}
 
 
 @router.get("/{job_id}/artifacts", response_model=ArtifactList, responses=NOT_FOUND, summary="List artifacts")
-def list_artifacts(job_id: str, session: SessionDep, owner: OwnerDep, settings: SettingsDep) -> ArtifactList:
-    job = _owned_job(session, owner, job_id)
+def list_artifacts(job_id: str, session: SessionDep, scope: ScopeDep, settings: SettingsDep) -> ArtifactList:
+    job = _owned_job(session, scope, job_id)
     base = f"{settings.public_url.rstrip('/')}/v1/jobs/{job.id}/artifacts/"
     return ArtifactList(
         data=[
@@ -188,9 +187,9 @@ def list_artifacts(job_id: str, session: SessionDep, owner: OwnerDep, settings: 
     responses={200: {"content": {"application/octet-stream": {}}, "description": "the file, with its stored media type"}, **NOT_FOUND},
     summary="Download an artifact",
 )
-def download_artifact(job_id: str, name: str, session: SessionDep, owner: OwnerDep) -> Response:
+def download_artifact(job_id: str, name: str, session: SessionDep, scope: ScopeDep) -> Response:
     """The artifact whose stored name equals `name` exactly (no path is ever built from it)."""
-    job = _owned_job(session, owner, job_id)
+    job = _owned_job(session, scope, job_id)
     found = jobs_repo.read_artifact(session, job.id, name)
     if found is None:
         raise ProblemError(404, "this job has no artifact of that name")
@@ -206,15 +205,15 @@ def download_artifact(job_id: str, name: str, session: SessionDep, owner: OwnerD
     responses={**NOT_FOUND, 409: {**PROBLEM, "description": "the job already finished"}},
     summary="Cancel a job",
 )
-def cancel_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Job:
+def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
     """queued → cancelled at once; running → `cancel_requested`, and the worker stops at its next step.
 
     Cancelling a cancelled job answers 202 again (a retried cancel is harmless); a job that
     already succeeded or failed is a 409.
     """
-    job = _owned_job(session, owner, job_id)
+    job = _owned_job(session, scope, job_id)
     if job.status in jobs_repo.ACTIVE_STATUSES:
-        jobs_repo.request_cancel(session, owner, job_id)
+        jobs_repo.request_cancel(session, scope, job_id)
         session.refresh(job)
     if job.status in ("succeeded", "failed"):
         raise ProblemError(409, f"the job already {job.status}; there is nothing to cancel", type=types.INVALID_STATE)
@@ -228,9 +227,9 @@ def cancel_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Job:
     responses={**NOT_FOUND, 409: {**PROBLEM, "description": "the job has not finished; cancel it first"}},
     summary="Delete a finished job",
 )
-def delete_job(job_id: str, session: SessionDep, owner: OwnerDep) -> Response:
-    job = _owned_job(session, owner, job_id)
-    if not jobs_repo.delete_finished(session, owner, job_id):
+def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
+    job = _owned_job(session, scope, job_id)
+    if not jobs_repo.delete_finished(session, scope, job_id):
         raise ProblemError(
             409,
             f"the job is {job.status}; only finished jobs can be deleted (cancel it first)",
@@ -270,8 +269,8 @@ def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
     return moment.replace(tzinfo=dt.timezone.utc)
 
 
-def _owned_job(session, owner: str, job_id: str) -> models.Job:
-    job = jobs_repo.get_job(session, owner, job_id)
+def _owned_job(session, scope: str | None, job_id: str) -> models.Job:
+    job = jobs_repo.get_job(session, scope, job_id)
     if job is None:
         raise ProblemError(404, "no such job")
     return job
@@ -288,21 +287,6 @@ def _replay(first: models.Job, digest: str, key: str, session, response: Respons
 def _accepted(response: Response, job_id: str, settings: Settings) -> None:
     response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/jobs/{job_id}"
     response.headers["Retry-After"] = str(settings.retry_after_s)
-
-
-def _check_active_jobs(session, owner: str, settings: Settings) -> None:
-    active = jobs_repo.count_active(session, owner)
-    limit = settings.max_queued_jobs_per_key
-    if active >= limit:
-        message = f"{active} jobs are queued or running; the cap is {limit} (setting max_queued_jobs_per_key)"
-        raise ProblemError(
-            429,
-            message + "; wait for some to finish",
-            type=types.TOO_MANY_ACTIVE_JOBS,
-            title="Too many active jobs",
-            errors=[FieldError(field="active_jobs", message=message, limit=limit, value=active)],
-            headers={"Retry-After": str(settings.retry_after_s)},
-        )
 
 
 def _refuse_nul_characters(spec: JobSpec) -> None:

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
 from api_schemas.sweeps import FitPoint, FitResult, FitSpec, Sweep, SweepRow, SweepSpec
-from service import jobs_repo, models, sweeps_repo
-from service.api.deps import BrokerDep, OwnerDep, SessionDep, SettingsDep
+from service import models, quota, sweeps_repo
+from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import PROBLEM, as_utc
 from service.caps import check_spec_caps
@@ -63,15 +63,15 @@ def create_sweep(
 
 
 @router.get("/{sweep_id}", response_model=Sweep, responses=NOT_FOUND, summary="Retrieve a sweep, its table and fits")
-def retrieve_sweep(sweep_id: str, session: SessionDep, owner: OwnerDep) -> Sweep:
-    sweep = _owned_sweep(session, owner, sweep_id)
+def retrieve_sweep(sweep_id: str, session: SessionDep, scope: ScopeDep) -> Sweep:
+    sweep = _owned_sweep(session, scope, sweep_id)
     return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
 
 
 @router.post("/{sweep_id}/cancel", status_code=202, response_model=Sweep, responses=NOT_FOUND, summary="Cancel a sweep")
-def cancel_sweep(sweep_id: str, session: SessionDep, owner: OwnerDep) -> Sweep:
+def cancel_sweep(sweep_id: str, session: SessionDep, scope: ScopeDep) -> Sweep:
     """Queued jobs end cancelled at once; running ones stop at their next step; finished ones stay."""
-    sweep = _owned_sweep(session, owner, sweep_id)
+    sweep = _owned_sweep(session, scope, sweep_id)
     sweeps_repo.request_cancel(session, sweep)
     session.refresh(sweep)
     return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
@@ -86,12 +86,12 @@ def cancel_sweep(sweep_id: str, session: SessionDep, owner: OwnerDep) -> Sweep:
 def plot_sweep(
     sweep_id: str,
     session: SessionDep,
-    owner: OwnerDep,
+    scope: ScopeDep,
     x: Annotated[str | None, Query(max_length=200, description="dotted spec path; default: the first fit's x")] = None,
     y: Annotated[str | None, Query(max_length=100, description="summary scalar; default: the first fit's y")] = None,
     format: Annotated[Literal["png", "svg"], Query()] = "png",
 ) -> Response:
-    sweep = _owned_sweep(session, owner, sweep_id)
+    sweep = _owned_sweep(session, scope, sweep_id)
     fit = _plotted_fit(sweep, x, y)
     fits = fit_groups(sweeps_repo.table(sweep, sweeps_repo.sweep_jobs(session, sweep.id)), fit)
     return Response(render_fits(fits, x=fit.x, y=fit.y, fmt=format), media_type=MEDIA_TYPES[format])
@@ -110,9 +110,9 @@ def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, setti
         raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
                            errors=[FieldError(field=error.field, message=str(error))]) from None
     parameters = [_checked_caps(point, settings) for point in points]
-    _check_room(session, owner, settings, len(points))
-    sweep, job_ids = sweeps_repo.create_sweep(session, owner=owner, spec=spec, points=points, parameters=parameters)
-    session.commit()
+    with quota.reserve(session, owner, len(points), settings):
+        sweep, job_ids = sweeps_repo.create_sweep(session, owner=owner, spec=spec, points=points, parameters=parameters)
+        session.commit()
     try:
         broker.enqueue_group(job_ids)
     except Exception as error:
@@ -166,16 +166,6 @@ def _checked_caps(point, settings: Settings) -> int:
         raise
 
 
-def _check_room(session, owner: str, settings: Settings, adding: int) -> None:
-    active = jobs_repo.count_active(session, owner)
-    limit = settings.max_queued_jobs_per_key
-    if active + adding > limit:
-        message = f"{active} jobs are active and the sweep adds {adding}; the cap is {limit} (setting max_queued_jobs_per_key)"
-        raise ProblemError(429, message, type=types.TOO_MANY_ACTIVE_JOBS, title="Too many active jobs",
-                           errors=[FieldError(field="active_jobs", message=message, limit=limit, value=active + adding)],
-                           headers={"Retry-After": str(settings.retry_after_s)})
-
-
 def _plotted_fit(sweep: models.Sweep, x: str | None, y: str | None) -> FitSpec:
     fits = [FitSpec(**fit) for fit in sweep.spec.get("fits", [])]
     for fit in fits:
@@ -191,8 +181,8 @@ def _plotted_fit(sweep: models.Sweep, x: str | None, y: str | None) -> FitSpec:
                            errors=[FieldError(field="x", message="not a dotted spec path", value=x)]) from None
 
 
-def _owned_sweep(session, owner: str, sweep_id: str) -> models.Sweep:
-    sweep = sweeps_repo.get_sweep(session, owner, sweep_id)
+def _owned_sweep(session, scope: str | None, sweep_id: str) -> models.Sweep:
+    sweep = sweeps_repo.get_sweep(session, scope, sweep_id)
     if sweep is None:
         raise ProblemError(404, "no such sweep")
     return sweep

@@ -1,0 +1,69 @@
+"""Who is calling: the API key of the request (`X-API-Key: ntk_…` or `Authorization: Bearer ntk_…`).
+
+With `auth = off` every request is the `anonymous` owner, as in the embedded default. With
+`auth = on` a request without a key, with an unknown key or with a revoked key is a 401
+problem carrying `WWW-Authenticate`. A caller owns what it creates (owner = its key id);
+it reads only its own rows, except the admin key, which reads everyone's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+from starlette.datastructures import Headers
+
+from api_schemas import problems as types
+from api_schemas.problems import Problem
+from service import api_keys
+from service.models import ANONYMOUS
+from service.problems import ProblemError
+from service.settings import Settings
+
+KEY_HEADER = "X-API-Key"
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ntklab"'}
+_PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
+RESPONSES = {
+    401: {**_PROBLEM, "description": "auth is on and the API key is missing, unknown or revoked"},
+    429: {**_PROBLEM, "description": "more requests per second than rate_limit_per_s with this key; Retry-After"},
+}
+
+
+@dataclass(frozen=True)
+class Caller:
+    owner: str
+    is_admin: bool = False
+
+    @property
+    def scope(self) -> str | None:
+        """The owner whose rows this caller reads; None for the admin, who reads all."""
+        return None if self.is_admin else self.owner
+
+
+ANONYMOUS_CALLER = Caller(owner=ANONYMOUS)
+
+
+def authenticate(settings: Settings, headers: Headers, session: Session) -> Caller:
+    if settings.auth == "off":
+        return ANONYMOUS_CALLER
+    secret = presented_secret(headers)
+    if secret is None:
+        raise _unauthorized(f"send an API key in the {KEY_HEADER} header or as Authorization: Bearer <key>")
+    key = api_keys.find_active(session, secret)
+    if key is None:
+        raise _unauthorized("the API key is unknown or revoked")
+    return Caller(owner=key.id, is_admin=key.is_admin)
+
+
+def presented_secret(headers: Headers) -> str | None:
+    """The key from X-API-Key, else from `Authorization: Bearer`; None if neither is there."""
+    if secret := headers.get(KEY_HEADER, "").strip():
+        return secret
+    scheme, _, credentials = headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+def _unauthorized(detail: str) -> ProblemError:
+    return ProblemError(401, detail, type=types.UNAUTHORIZED, title="Unauthorized", headers=CHALLENGE)

@@ -45,7 +45,9 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
     net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=DTYPES[spec.dtype], device=device)
     result = Result()
     path = PathDiagnostics(spec, net, data, Recorder(result, callbacks))
-    lr = auto_lr(path.lambda_max_init, len(data.x_probe)) if spec.training.lr == "auto" else spec.training.lr
+    lr = spec.training.lr
+    if lr == "auto":
+        lr = auto_lr(path.logits_lambda_max_init(), len(data.x_probe), head=net.head, loss=spec.training.loss)
     outcome = train(net, data, spec.training, lr=lr, seed=spec.seed, callbacks=callbacks, observe=path.observe)
     callbacks.progress(Progress(outcome.steps, total, "final"))
     path.finish(outcome)
@@ -103,9 +105,10 @@ class PathDiagnostics:
         self.linearization_now: dict[str, float | None] = {}
         self.outcome: TrainingOutcome | None = None
 
-    @property
-    def lambda_max_init(self) -> float:
-        return self.spectrum_init[1]
+    def logits_lambda_max_init(self) -> float:
+        """λ_max of the logits' kernel at w₀ (the outputs' kernel with an identity head)."""
+        K = self.kernels_init["logits" if "logits" in self.kernels_init else "outputs"]
+        return self.spectrum_init[1] if K is self.kernels_init["outputs"] else kernel_spectrum(K)[1]
 
     def kernel(self, of: str) -> Tensor:
         return tangent_kernel(self.net, self.x, method=self.method, of=of)

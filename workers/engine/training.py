@@ -42,14 +42,25 @@ class TrainingOutcome:
     diverged_step: int | None = None
 
 
-def auto_lr(kernel_lambda_max: float, n_probe: int) -> float:
-    """η = 1 / λ_max(H_GN) with H_GN = (1/n) Jᵀ J, so η = n_probe / λ_max(K(w₀)).
+HEAD_SLOPE: dict[str, float] = {"identity": 1.0, "tanh": 1.0, "sigmoid": 0.25, "swish": 1.0998393, "softmax": 0.5}
+"""L_φ = sup_z ‖∂φ/∂z‖₂ of each head (swish: φ'(2.3994); softmax: ‖diag(p) − ppᵀ‖ ≤ 1/2)."""
 
-    J is the (n·O) × p Jacobian of the outputs on the probe set and K = J Jᵀ, which has
-    the same non-zero eigenvalues as Jᵀ J. Gradient descent on a quadratic is stable for
-    η < 2/λ_max, so this is half the stability limit of the Gauss–Newton model at init.
+
+def auto_lr(logits_lambda_max: float, n_probe: int, *, head: str, loss: str) -> float:
+    """η = n_probe / (c · λ_max(K_logits(w₀))): 1/λ_max of a bound on the Gauss–Newton loss Hessian.
+
+    mse: H_GN = (1/n) J_fᵀ D J_f with J_f the (n·O) × p Jacobian of the logits and D the
+    blocks (∂φ/∂f)ᵀ(∂φ/∂f) ⪯ L_φ² I, so λ_max(H_GN) ≤ c · λ_max(K_logits)/n with c = L_φ².
+    With the identity head this is exactly n / λ_max(K(w₀)), half the stability limit
+    2/λ_max of gradient descent on the quadratic model at init. With a non-linear head the
+    bound holds along the whole path, where the outputs' kernel itself grows (swish:
+    φ'(0)² = 1/4 at init, up to L_φ² ≈ 1.21) and a step taken from K_outputs(w₀) would cross
+    the stability limit.
+    cross_entropy: H_GN = (1/n) J_fᵀ (diag p − p pᵀ) J_f and diag p − p pᵀ ⪯ ½ I, so c = 1
+    leaves a further factor ≥ 2: η · λ_max(H_GN) ≤ ½, four times inside the limit.
     """
-    return n_probe / kernel_lambda_max
+    slope_squared = 1.0 if loss == "cross_entropy" else HEAD_SLOPE[head] ** 2
+    return n_probe / (slope_squared * logits_lambda_max)
 
 
 def loss_function(name: str, net: Network) -> Callable[[Tensor, Tensor], Tensor]:

@@ -192,9 +192,8 @@ class Jobs:
         return parse_metrics(response.json(), as_frame)
 
     def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
-        payload = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts").json()
-        items = payload["data"] if isinstance(payload, dict) else payload
-        return [ArtifactInfo.model_validate(item) for item in items]
+        page = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts").json()
+        return [ArtifactInfo.model_validate(item) for item in page["data"]]
 
     def download(self, job: JobRef, name: str) -> bytes:
         """The artifact's raw bytes."""
@@ -268,9 +267,8 @@ class AsyncJobs:
         return parse_metrics(response.json(), as_frame)
 
     async def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
-        payload = (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts")).json()
-        items = payload["data"] if isinstance(payload, dict) else payload
-        return [ArtifactInfo.model_validate(item) for item in items]
+        page = (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts")).json()
+        return [ArtifactInfo.model_validate(item) for item in page["data"]]
 
     async def download(self, job: JobRef, name: str) -> bytes:
         return (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts/{name}")).content

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict
 
+from api_schemas.sweeps import PresetInfo
 from ntklab.resources.sweeps import Sweep
 
 if TYPE_CHECKING:
@@ -14,20 +15,14 @@ if TYPE_CHECKING:
 Scale = Literal["smoke", "cpu", "paper"]
 
 
-class Preset(BaseModel):
-    """One of the paper's experiments: its name, what it shows, and the claim it checks."""
+class Preset(PresetInfo):
+    """One of the paper's experiments: name, title, the claim it checks, scales and job counts."""
 
     model_config = ConfigDict(extra="allow")
 
-    name: str
-    title: str | None = None
-    claim: str | None = None
-    scales: list[str] = Field(default_factory=list)
 
-
-def _presets(payload: Any) -> list[Preset]:
-    items = payload["data"] if isinstance(payload, dict) else payload
-    return [Preset.model_validate(item) for item in items]
+def _presets(page: dict[str, Any]) -> list[Preset]:
+    return [Preset.model_validate(item) for item in page["data"]]
 
 
 class Presets:
@@ -37,9 +32,9 @@ class Presets:
     def list(self) -> list[Preset]:
         return _presets(self._client._transport.request("GET", "/v1/presets").json())
 
-    def run(self, name: str, *, scale: Scale = "smoke", **fields: Any) -> Sweep:
+    def run(self, name: str, *, scale: Scale = "smoke") -> Sweep:
         """Start the preset as a sweep; follow it with `client.sweeps.wait(sweep.id)`."""
-        response = self._client._transport.request("POST", f"/v1/presets/{name}", json={"scale": scale, **fields})
+        response = self._client._transport.request("POST", f"/v1/presets/{name}", json={"scale": scale})
         return Sweep.model_validate(response.json())
 
 
@@ -50,8 +45,6 @@ class AsyncPresets:
     async def list(self) -> list[Preset]:
         return _presets((await self._client._transport.request("GET", "/v1/presets")).json())
 
-    async def run(self, name: str, *, scale: Scale = "smoke", **fields: Any) -> Sweep:
-        response = await self._client._transport.request(
-            "POST", f"/v1/presets/{name}", json={"scale": scale, **fields}
-        )
+    async def run(self, name: str, *, scale: Scale = "smoke") -> Sweep:
+        response = await self._client._transport.request("POST", f"/v1/presets/{name}", json={"scale": scale})
         return Sweep.model_validate(response.json())

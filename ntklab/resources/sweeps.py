@@ -6,8 +6,10 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from api_schemas import sweeps as wire
+from api_schemas.sweeps import SweepRow
 from ntklab._http import poll_delay
 from ntklab.errors import WaitTimeoutError
 from ntklab.progress import ProgressBar
@@ -21,27 +23,15 @@ if TYPE_CHECKING:
 SWEEP_FINISHED = ("succeeded", "failed", "cancelled", "partial")
 
 
-class SweepRow(BaseModel):
-    """One job of the sweep: its grid values (dotted path → value) and its summary scalars."""
+class Sweep(wire.Sweep):
+    """A sweep as the service reports it (api_schemas.sweeps.Sweep): status, counts, table, fits.
+
+    `fits` are plain dicts (y, x, group_by, group, slope, slope_low, slope_high, intercept,
+    r_squared, points, verdict) so they print and tabulate as they are.
+    """
 
     model_config = ConfigDict(extra="allow")
 
-    job_id: str
-    status: str
-    values: dict[str, Any] = Field(default_factory=dict)
-    summary: dict[str, Any] = Field(default_factory=dict)
-
-
-class Sweep(BaseModel):
-    """A sweep as the service reports it: status, job counts by status, table and fits."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    status: str
-    name: str | None = None
-    counts: dict[str, int] = Field(default_factory=dict)
-    table: list[SweepRow] = Field(default_factory=list)
     fits: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
@@ -67,7 +57,7 @@ class Sweep(BaseModel):
 
 def _progress(bar: ProgressBar, sweep: Sweep) -> None:
     done = sum(count for status, count in sweep.counts.items() if status in SWEEP_FINISHED)
-    bar.update(done, sum(sweep.counts.values()), sweep.status)
+    bar.update(done, sweep.total, sweep.status)
 
 
 def _as_frame(rows: list[dict[str, Any]]) -> Any:

@@ -123,3 +123,27 @@ def test_docs_snippet_runs_as_written(live_stack):
     delta_k_max, hessian_norm, shape = done.stdout.split(" ", 2)
     assert float(delta_k_max) >= 0 and float(hessian_norm) > 0
     assert shape.strip() == "(32, 32)"
+
+
+def test_sweep_table_fits_and_plots(live_stack, tmp_path):
+    base = {**SPEC, "diagnostics": {**SPEC["diagnostics"], "hessian": None, "save_kernels": []}}
+    with Client(base_url=url(live_stack)) as client:
+        created = client.sweeps.create({
+            "name": "sdk-sweep", "base": base, "grid": {"model.hidden.0": [16, 64, 256]},
+            "fits": [{"y": "delta_k_max", "x": "model.hidden.0"}],
+        })
+        sweep = client.sweeps.wait(created.id, timeout=300, poll_interval=0.5)
+        rows = client.sweeps.table(sweep.id)
+        fits = client.sweeps.fits(sweep.id)
+        image = client.sweeps.plot_image(sweep.id, x="model.hidden.0", y="delta_k_max", format="svg")
+        presets = {preset.name for preset in client.presets.list()}
+    assert created.total == 3 and sweep.status == "succeeded"
+    assert sorted(row["model.hidden.0"] for row in rows) == [16, 64, 256]
+    (fit,) = fits
+    xs = np.log([row["model.hidden.0"] for row in rows])
+    ys = np.log([row["delta_k_max"] for row in rows])
+    assert fit["slope"] == pytest.approx(np.polyfit(xs, ys, 1)[0], rel=1e-9)
+    figure = sweep.plot("model.hidden.0", "delta_k_max", path=str(tmp_path / "sweep.png"))
+    assert figure.axes[0].get_legend_handles_labels()[1] == [f"delta_k_max: slope {fit['slope']:+.2f}"]
+    assert b"<svg" in image[:500]
+    assert {"fig1-width", "fig2-bottleneck", "table1-hessian"} <= presets

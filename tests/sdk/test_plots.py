@@ -51,7 +51,11 @@ def _sweep(slopes: dict[str, float]) -> Sweep:
                              "summary": {"delta_k_max": 2.0 * width**slope * noise}})
     rows.append({"job_id": "job_failed", "status": "failed", "values": {"model.hidden.0": 5}, "summary": {}})
     fits = [{"x": "model.hidden.0", "y": "delta_k_max", "group_by": ["model.output_activation"]}]
-    return Sweep.model_validate({"id": "swp_1", "status": "succeeded", "table": rows, "fits": fits})
+    return Sweep.model_validate({
+        "id": "swp_1", "name": "width", "tags": [], "status": "partial", "counts": {"succeeded": len(rows) - 1, "failed": 1},
+        "total": len(rows), "cancel_requested": False, "created_at": "2025-01-01T12:00:00Z", "spec": {},
+        "table": rows, "fits": fits,
+    })
 
 
 def test_sweep_points_average_seeds_per_group_and_skip_unfinished():

@@ -5,6 +5,9 @@ A worker proves it is alive by moving `jobs.heartbeat_at` forward every
 lost its worker (SIGKILL, OOM killer, power cut): it goes back to `queued` and is
 published again, or to `cancelled` if a cancel was asked meanwhile. The UPDATE is
 conditional on the stale heartbeat it read, so two reapers never requeue one job twice.
+Heartbeats missed while the database was down are the outage's, not the worker's: the
+loop judges heartbeats only once it has reached the database for `heartbeat_stale_s` in
+a row (a live worker has written one by then), so a database restart requeues nothing.
 
 A `queued` job whose message the broker lost (Redis restarted without persistence) would
 wait forever: when the broker holds fewer messages than there are jobs queued for longer
@@ -17,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
+import time
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
@@ -30,12 +35,19 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 
 
-def requeue_stale_jobs(session: Session, settings: Settings, broker: Broker | None = None) -> list[str]:
-    """Requeue jobs whose worker died and republish queued jobs the broker lost; returns their ids."""
+def requeue_stale_jobs(
+    session: Session, settings: Settings, broker: Broker | None = None, *, database_up_for_s: float = math.inf
+) -> list[str]:
+    """Requeue jobs whose worker died and republish queued jobs the broker lost; returns their ids.
+
+    Running jobs are judged only when the database has been reachable for `database_up_for_s`
+    ≥ `heartbeat_stale_s`; before that a stale heartbeat may just be a write the outage refused.
+    """
     broker = broker or default_broker
     now = utcnow()
     stale_before = now - dt.timedelta(seconds=settings.heartbeat_stale_s)
-    requeued = _requeue_dead_workers(session, stale_before, now) + _lost_messages(session, stale_before, now, broker)
+    dead = _requeue_dead_workers(session, stale_before, now) if database_up_for_s >= settings.heartbeat_stale_s else []
+    requeued = dead + _lost_messages(session, stale_before, now, broker)
     session.commit()
     published = []
     for job_id in requeued:
@@ -106,14 +118,19 @@ async def reaper_loop(settings: Settings) -> None:
     from workers.job_store import session_factory
 
     sessions = session_factory(settings)
+    reached_since: float | None = None
     while True:
         try:
-            await asyncio.to_thread(_reap_once, sessions, settings)
+            started = time.monotonic()
+            up_for = 0.0 if reached_since is None else started - reached_since
+            await asyncio.to_thread(_reap_once, sessions, settings, up_for)
+            reached_since = reached_since or started
         except Exception as error:
+            reached_since = None
             log.warning("reaper pass failed: %s", error)
         await asyncio.sleep(settings.reaper_interval_s)
 
 
-def _reap_once(sessions, settings: Settings) -> list[str]:
+def _reap_once(sessions, settings: Settings, database_up_for_s: float) -> list[str]:
     with sessions() as session:
-        return requeue_stale_jobs(session, settings)
+        return requeue_stale_jobs(session, settings, database_up_for_s=database_up_for_s)

@@ -54,7 +54,7 @@ def fault_postgres() -> Iterator[PostgresCluster]:
 def fault_database(fault_postgres: PostgresCluster) -> Iterator[str]:
     """A fresh, migrated database on the fault cluster for this module."""
     name = f"ntkfault_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(fault_postgres.url, isolation_level="AUTOCOMMIT")
+    admin = create_engine(fault_postgres.url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(fault_postgres.url).set(database=name).render_as_string(hide_password=False)

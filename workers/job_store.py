@@ -4,10 +4,13 @@ Every write after the claim is conditional on owning the row: `status = 'running
 `attempts` equal to the attempt this worker claimed. If the reaper gave the job to someone
 else (this worker looked dead), the condition fails, nothing is written, and the caller is
 told it lost the job. Transient database errors (OperationalError) are retried briefly.
+A broker message is a wake-up token: `claim_next` takes the fairly-next queued job across
+owners (workers/fairness.py), so each message still leads to at most one claim.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -19,10 +22,12 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_af
 from service.db import make_engine, make_session_factory
 from service.models import Artifact, Job, MetricChunk, utcnow
 from service.settings import Settings, get_settings
+from workers.fairness import fair_next_job
 
 transient = retry_if_exception_type(OperationalError)
 retry_briefly = retry(retry=transient, stop=stop_after_attempt(4), wait=wait_exponential(0.1, max=1.0), reraise=True)
 retry_patiently = retry(retry=transient, stop=stop_after_delay(60), wait=wait_exponential(0.2, max=5.0), reraise=True)
+CLAIM_TRIES = 5
 
 
 class LostJob(Exception):
@@ -34,6 +39,7 @@ class Claim:
     job_id: str
     attempt: int
     spec: dict
+    device: str
 
 
 @dataclass(frozen=True)
@@ -65,28 +71,26 @@ class JobStore:
     @retry_briefly
     def claim(self, job_id: str, worker: str, device: str) -> Claim | None:
         """queued → running, attempts + 1, and wipe an earlier attempt's chunks and artifacts; None if taken."""
-        now = utcnow()
         with self.sessions.begin() as session:
-            session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(True))
-                .values(status="cancelled", progress_phase="cancelled", finished_at=now)
-            )
-            row = session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(False))
-                .values(
-                    status="running", attempts=Job.attempts + 1, started_at=now, heartbeat_at=now,
-                    worker=worker, device=device, progress_phase="starting", progress_step=0,
-                    progress_eta_s=None, summary=None, error=None, finished_at=None,
-                )
-                .returning(Job.attempts, Job.spec)
-            ).first()
-            if row is None:
-                return None
-            session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
-            session.execute(delete(Artifact).where(Artifact.job_id == job_id))
-        return Claim(job_id=job_id, attempt=row.attempts, spec=row.spec)
+            return _claim_row(session, job_id, worker, device)
+
+    @retry_briefly
+    def claim_next(self, hint: str, worker: str, device_for: Callable[[dict], str]) -> Claim | None:
+        """Claim the fairly-next queued job (workers/fairness.py), which may or may not be `hint`; None if none.
+
+        `hint` is the job the broker message named: cancelled here if a cancel is pending.
+        `device_for(spec)` names the device the claimed job will run on.
+        """
+        for _ in range(CLAIM_TRIES):
+            with self.sessions.begin() as session:
+                _cancel_if_requested(session, hint)
+                candidate = session.execute(fair_next_job()).first()
+                if candidate is None:
+                    return None
+                claim = _claim_row(session, candidate.id, worker, device_for(candidate.spec))
+            if claim is not None:
+                return claim
+        return None
 
     @retry_briefly
     def report(self, claim: Claim, progress: dict | None, chunks: list[ChunkRow]) -> bool:
@@ -129,6 +133,35 @@ class JobStore:
                         job_id=claim.job_id, name=name, media_type=media_type, size=len(data), data=data, created_at=now
                     )
                 )
+
+
+def _cancel_if_requested(session: Session, job_id: str) -> None:
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(True))
+        .values(status="cancelled", progress_phase="cancelled", finished_at=utcnow())
+    )
+
+
+def _claim_row(session: Session, job_id: str, worker: str, device: str) -> Claim | None:
+    """The conditional UPDATE only one worker can win, in the caller's transaction."""
+    _cancel_if_requested(session, job_id)
+    now = utcnow()
+    row = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(False))
+        .values(
+            status="running", attempts=Job.attempts + 1, started_at=now, heartbeat_at=now,
+            worker=worker, device=device, progress_phase="starting", progress_step=0,
+            progress_eta_s=None, summary=None, error=None, finished_at=None,
+        )
+        .returning(Job.attempts, Job.spec)
+    ).first()
+    if row is None:
+        return None
+    session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
+    session.execute(delete(Artifact).where(Artifact.job_id == job_id))
+    return Claim(job_id=job_id, attempt=row.attempts, spec=row.spec, device=device)
 
 
 def _insert_chunks(session: Session, job_id: str, chunks: list[ChunkRow]) -> None:

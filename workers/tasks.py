@@ -1,8 +1,9 @@
 """`ntklab.run_job(job_id)`: claim the row, run the engine, write what it reports, store the outcome.
 
-The task is idempotent. The claim is a conditional UPDATE (queued → running, attempts + 1);
-a duplicate delivery, a cancelled job or a job another worker holds claims nothing and the
-task returns without writing. A new attempt wipes the previous attempt's metric chunks and
+The task is idempotent. The message is a wake-up token: the worker claims the fairly-next
+queued job across owners (often the one named), with a conditional UPDATE (queued → running,
+attempts + 1) that only one worker wins; when nothing is queued (a duplicate delivery, a
+cancelled job) the task returns without writing. A new attempt wipes the previous attempt's metric chunks and
 artifacts; the engine is deterministic given the spec's seed, so the retried series has
 every step exactly once. torch is imported in the worker's child process only.
 """
@@ -15,10 +16,8 @@ import socket
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 from pydantic import ValidationError
-from sqlalchemy import select
 
 from api_schemas.spec import JobSpec
-from service.models import Job
 from service.settings import Settings, get_settings
 from workers.celery_app import TASK_NAME, app
 from workers.engine.callbacks import JobCancelled
@@ -38,20 +37,20 @@ def _import_engine_in_child(**_) -> None:
 
 @app.task(name=TASK_NAME, bind=True)
 def run_job(self, job_id: str) -> None:
+    """Run the fairly-next queued job; the message's `job_id` is a hint (see workers/fairness.py)."""
     settings = get_settings()
     store = JobStore(session_factory(settings))
-    spec_json = _spec_of(store, job_id)
-    if spec_json is None:
-        return
-    device = worker_device(spec_json.get("device", "auto"))
-    claim = store.claim(job_id, worker=self.request.hostname or socket.gethostname(), device=device)
+    worker = self.request.hostname or socket.gethostname()
+    claim = store.claim_next(job_id, worker=worker, device_for=lambda spec: worker_device(spec.get("device", "auto")))
     if claim is None:
-        log.info("job %s: not queued (duplicate delivery, cancelled or taken); nothing to do", job_id)
+        log.info("message for job %s: no queued job to take (duplicate delivery, cancelled or taken)", job_id)
         return
+    if claim.job_id != job_id:
+        log.info("message for job %s took job %s, the fairly-next one", job_id, claim.job_id)
     try:
-        execute(store, claim, settings, device)
+        execute(store, claim, settings, claim.device)
     except LostJob:
-        log.warning("job %s attempt %d: another worker owns the row; result dropped", job_id, claim.attempt)
+        log.warning("job %s attempt %d: another worker owns the row; result dropped", claim.job_id, claim.attempt)
 
 
 def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> None:
@@ -86,11 +85,6 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         claim, status, summary=summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
         progress=reporter.last_progress(),
     )
-
-
-def _spec_of(store: JobStore, job_id: str) -> dict | None:
-    with store.sessions() as session:
-        return session.execute(select(Job.spec).where(Job.id == job_id)).scalar()
 
 
 def worker_device(wanted: str) -> str:

@@ -1,0 +1,42 @@
+"""Which queued job a worker takes next: fair across owners, so one key's runaway sweep starves no one.
+
+A broker message is a wake-up token: it still names a job, but the worker takes the
+fairly-next queued job, ordered by
+  1. the owner's running jobs, fewest first (an owner with k jobs on workers waits behind
+     every owner with fewer);
+  2. when the owner last had a job start, longest ago first (never: first) — with one
+     worker, where nobody is running when it asks, this alone alternates between owners;
+  3. the job's `seq`: each owner's jobs run oldest first.
+Only owners that have queued jobs are counted, over the `owner` index. On PostgreSQL the
+chosen row is locked with `FOR UPDATE SKIP LOCKED`, so concurrent workers pick different
+rows; on SQLite (no row locks) the claim's conditional UPDATE decides and the loser picks again.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Select, case, func, select
+
+from service.models import Job
+
+
+def fair_next_job() -> Select:
+    """SELECT id, spec of the next queued job to run (one row, locked where the database can)."""
+    waiting_owners = select(Job.owner).where(Job.status == "queued")
+    load = (
+        select(
+            Job.owner,
+            func.sum(case((Job.status == "running", 1), else_=0)).label("running"),
+            func.max(Job.started_at).label("last_start"),
+        )
+        .where(Job.owner.in_(waiting_owners))
+        .group_by(Job.owner)
+        .subquery()
+    )
+    return (
+        select(Job.id, Job.spec)
+        .join(load, load.c.owner == Job.owner)
+        .where(Job.status == "queued", Job.cancel_requested.is_(False))
+        .order_by(load.c.running, load.c.last_start.asc().nulls_first(), Job.seq)
+        .limit(1)
+        .with_for_update(of=Job, skip_locked=True)
+    )

@@ -160,3 +160,41 @@ def test_converged_run_and_float64():
     s = result.summary
     assert s["outcome"] == "converged" and s["converged"] is True and s["final_loss"] <= 1e-2
     assert result.series["loss"].steps[-1] == s["steps"] == result.series["delta_k"].steps[-1]
+
+
+def test_cli_run_local_writes_summary_metrics_and_artifacts(tmp_path):
+    from typer.testing import CliRunner
+
+    from ntklab.cli import app
+
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(job(training={"max_steps": 10}).model_dump_json())
+    result = CliRunner().invoke(app, ["run", str(spec_path), "--local", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert summary["steps"] == 10 and metrics["loss"]["step"] == list(range(11))
+    assert np.load(tmp_path / "out" / "kernel_init.npy").shape == (24, 24)
+
+
+def test_cli_bad_spec_exits_2_naming_the_field(tmp_path):
+    from typer.testing import CliRunner
+
+    from ntklab.cli import app
+
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps({"model": {"hidden": [0]}}))
+    result = CliRunner().invoke(app, ["run", str(spec_path), "--local", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "model.hidden.0" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_failed_run_exits_1(tmp_path):
+    from typer.testing import CliRunner
+
+    from ntklab.cli import app
+
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps({"data": {"kind": "builtin", "name": "iris", "n_train": 200}, "model": {"hidden": [4]}}))
+    result = CliRunner().invoke(app, ["run", str(spec_path), "--local", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "data.n_train" in result.output

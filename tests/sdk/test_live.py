@@ -147,3 +147,26 @@ def test_sweep_table_fits_and_plots(live_stack, tmp_path):
     assert figure.axes[0].get_legend_handles_labels()[1] == [f"delta_k_max: slope {fit['slope']:+.2f}"]
     assert b"<svg" in image[:500]
     assert {"fig1-width", "fig2-bottleneck", "table1-hessian"} <= presets
+
+
+def test_cli_submit_quickstart_wait_prints_the_summary(live_stack):
+    env = {**os.environ, "NTKLAB_URL": url(live_stack)}
+    env.pop("NTKLAB_API_KEY", None)
+    command = [str(Path(sys.executable).parent / "ntklab"), "submit", "examples/quickstart.json", "--wait"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "succeeded" in done.stdout
+    for name in ("delta_k_max", "hessian_norm_init", "final_loss", "weight_change_linf"):
+        assert name in done.stdout
+    assert done.stderr == ""
+
+
+def test_cli_exit_codes_against_the_service(live_stack, tmp_path):
+    env = {**os.environ, "NTKLAB_URL": url(live_stack)}
+    ntklab = str(Path(sys.executable).parent / "ntklab")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  hidden: [0]\n")
+    refused = subprocess.run([ntklab, "submit", str(bad)], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    missing = subprocess.run([ntklab, "status", "job_nope"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "model.hidden.0" in refused.stderr
+    assert missing.returncode == 2 and "404" in missing.stderr

@@ -107,8 +107,9 @@ class PathDiagnostics:
 
     def logits_lambda_max_init(self) -> float:
         """λ_max of the logits' kernel at w₀ (the outputs' kernel with an identity head)."""
-        K = self.kernels_init["logits" if "logits" in self.kernels_init else "outputs"]
-        return self.spectrum_init[1] if K is self.kernels_init["outputs"] else kernel_spectrum(K)[1]
+        if "logits" in self.kernels_init:
+            return kernel_spectrum(self.kernels_init["logits"])[1]
+        return self.spectrum_init[1]
 
     def kernel(self, of: str) -> Tensor:
         return tangent_kernel(self.net, self.x, method=self.method, of=of)

@@ -33,10 +33,11 @@ def warn_if_open(settings: Settings) -> None:
 
 
 def ensure_bootstrap_admin(settings: Settings, sessions: sessionmaker[Session]) -> None:
-    if settings.bootstrap_admin_key is None:
+    secret = settings.bootstrap_admin_key.get_secret_value() if settings.bootstrap_admin_key else ""
+    if not secret:
         return
     with sessions() as session:
-        key = api_keys.ensure_admin(session, settings.bootstrap_admin_key.get_secret_value())
+        key = api_keys.ensure_admin(session, secret)
     if key.revoked_at is not None or not key.is_admin:
         log.warning("the bootstrap admin key %s (%s…) is revoked or not an admin key; left as it is", key.id, key.prefix)
     else:

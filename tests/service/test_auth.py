@@ -108,6 +108,13 @@ def test_the_bootstrap_admin_key_is_made_once_at_start_up(client_with):
     assert first.get("/v1/jobs", headers={"X-API-Key": secret}).status_code == 200
 
 
+def test_an_empty_bootstrap_key_makes_nothing_and_a_weak_one_stops_the_start(client_with):
+    with client_with(auth="on", bootstrap_admin_key="").app.state.sessions() as session:
+        assert api_keys.list_keys(session) == []
+    with pytest.raises(ValueError, match="at least 32 characters"):
+        client_with(auth="on", bootstrap_admin_key="ntk_short")
+
+
 # --------------------------------------------------------------------------- isolation
 
 

@@ -6,6 +6,8 @@ literals NaN and ±Infinity parse to floats here and are refused by the spec mod
 (`allow_inf_nan=False`), so the 422 names the field that held them.
 URLs: a NUL character in the path or query is a 400 (no database stores it in text).
 Out: responses are encoded with `allow_nan=False`, so a non-finite number can never be sent.
+The OpenAPI schema of every route lists these shared problems (400; 422 where the route takes
+input; 413 and 415 where it reads a body; 503 while the database is down) beside its own.
 """
 
 from __future__ import annotations
@@ -15,12 +17,25 @@ import json
 from typing import Any
 
 from fastapi import Request
+from fastapi.dependencies.utils import get_flat_params
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.datastructures import DefaultPlaceholder
 
 from api_schemas import problems as types
+from api_schemas.problems import Problem
 from service.problems import ProblemError
+
+PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
+SHARED_PROBLEMS = {
+    400: {**PROBLEM, "description": "malformed JSON body, or a NUL character in the URL"},
+    503: {**PROBLEM, "description": "the database is unreachable; retry after Retry-After seconds"},
+}
+INPUT_PROBLEMS = {422: {**PROBLEM, "description": "a parameter or the body failed validation; `errors` names each field"}}
+BODY_PROBLEMS = {
+    413: {**PROBLEM, "description": "body larger than max_body_bytes"},
+    415: {**PROBLEM, "description": "the body is not application/json"},
+}
 
 
 class FiniteJSONResponse(JSONResponse):
@@ -40,6 +55,9 @@ class StrictJSONRoute(APIRoute):
         if isinstance(kwargs.get("response_class"), DefaultPlaceholder | None):
             kwargs["response_class"] = FiniteJSONResponse
         super().__init__(*args, **kwargs)
+        takes_body = self.body_field is not None
+        shared = SHARED_PROBLEMS | (INPUT_PROBLEMS if takes_body or get_flat_params(self.dependant) else {})
+        self.responses = shared | (BODY_PROBLEMS if takes_body else {}) | self.responses
 
     def get_route_handler(self):
         handle = super().get_route_handler()

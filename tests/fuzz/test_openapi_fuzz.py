@@ -1,0 +1,140 @@
+"""Every operation of the OpenAPI schema fuzzed by schemathesis, in process, on a real PostgreSQL database.
+
+Each request must get no 5xx, a status code, content type, headers and body that the
+schema declares; afterwards every stored job's spec and every stored sweep's spec must
+validate again. Generation is derandomized (the same requests on every run). At least
+`MIN_REQUESTS` requests reach each endpoint group; the health endpoints take no input, so
+their share comes from random query strings and headers, which they must ignore (a NUL\ncharacter in a URL is the one 400).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import uuid
+
+import pytest
+import schemathesis
+from schemathesis import GenerationMode
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, Phase, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from sqlalchemy import select
+
+from api_schemas.spec import JobSpec
+from api_schemas.sweeps import SweepSpec
+from service.app import create_app
+from service.models import Job, Sweep
+from service.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+MIN_REQUESTS = 500
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
+          response_schema_conformance]
+HEALTH = ["/healthz", "/readyz", "/metrics"]
+requests_per_group: collections.Counter[str] = collections.Counter()
+
+
+def group_of(path: str) -> str:
+    parts = path.strip("/").split("/")
+    if parts[0] == "v1" and len(parts) > 1:
+        return parts[1]
+    return "health" if path in HEALTH else "other"
+
+
+class CountingApp:
+    """ASGI wrapper that counts the HTTP requests reaching each endpoint group."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            requests_per_group[group_of(scope["path"])] += 1
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture(scope="module")
+def fuzz_app(postgres_url: str, tmp_path_factory: pytest.TempPathFactory):
+    settings = Settings(
+        database_url=postgres_url, broker_url="filesystem://", broker_dir=tmp_path_factory.mktemp("broker"),
+        queue=f"ntklab-fuzz-{uuid.uuid4().hex[:8]}", public_url="http://testserver", reaper_enabled=False,
+        auth="off", max_sweep_jobs=8, max_queued_jobs_per_key=100_000,
+    )
+    app = create_app(settings)
+    app.state.counted = CountingApp(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def api_schema(fuzz_app):
+    return schemathesis.openapi.from_asgi("/openapi.json", fuzz_app.state.counted)
+
+
+def fuzzing(examples: int):
+    return hypothesis_settings(
+        max_examples=examples, derandomize=True, database=None, deadline=None,
+        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+    )
+
+
+def cases(operation) -> st.SearchStrategy:
+    """Requests the schema allows, and (where the operation takes input) requests it forbids."""
+    positive = operation.as_strategy(GenerationMode.POSITIVE)
+    takes_input = operation.body or any(True for _ in operation.iter_parameters())
+    return st.one_of(positive, operation.as_strategy(GenerationMode.NEGATIVE)) if takes_input else positive
+
+
+@pytest.mark.parametrize("tag", ["jobs", "sweeps", "presets", "operations"])
+def test_every_operation_answers_within_its_schema(api_schema, tag):
+    operations = [result.ok() for result in api_schema.include(tag=tag).get_all_operations()]
+    with_input = [op for op in operations if op.body or any(True for _ in op.iter_parameters())]
+    examples = math.ceil(MIN_REQUESTS / max(1, len(with_input))) + 10
+    for operation in operations:
+
+        @fuzzing(examples)
+        @given(case=cases(operation))
+        def answers_within_schema(case):
+            case.call_and_validate(checks=CHECKS)
+
+        answers_within_schema()
+
+
+QUERY_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
+
+
+@fuzzing(MIN_REQUESTS)
+@given(path=st.sampled_from(HEALTH), query=st.dictionaries(QUERY_TEXT, QUERY_TEXT, max_size=3),
+       header=st.from_regex(r"\Ax-[a-z]{1,10}\Z"), value=st.from_regex(r"\A[ -~]{0,40}\Z"))
+def test_health_endpoints_ignore_any_query_and_header(fuzz_app, path, query, header, value):
+    with TestClient(fuzz_app.state.counted) as client:
+        answer = client.get(path, params=query, headers={header: value})
+    has_nul = any("\x00" in text for pair in query.items() for text in pair)
+    assert answer.status_code == (400 if has_nul else 200), answer.text
+
+
+def test_every_group_got_its_requests():
+    assert {group: requests_per_group[group] >= MIN_REQUESTS for group in ("jobs", "sweeps", "presets", "health")} == {
+        "jobs": True, "sweeps": True, "presets": True, "health": True,
+    }, dict(requests_per_group)
+
+
+def test_nothing_stored_is_garbage(fuzz_app):
+    with fuzz_app.state.sessions() as session:
+        jobs = session.execute(select(Job.id, Job.spec)).all()
+        sweeps = session.execute(select(Sweep.id, Sweep.spec)).all()
+    assert jobs, "the fuzzer stored at least one job"
+    for _, spec in jobs:
+        JobSpec.model_validate(spec)
+    for _, spec in sweeps:
+        SweepSpec.model_validate(spec)
+

@@ -16,9 +16,11 @@ from rich.table import Table
 from api_schemas.spec import JobSpec
 from ntklab import client as ntklab_client
 from ntklab import errors
+from ntklab.admin import keys_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Tangent-kernel and Hessian diagnostics.")
 err = Console(stderr=True)
+app.add_typer(keys_app)
 
 
 @app.callback()

@@ -102,6 +102,10 @@ def test_service_errors_arrive_as_sdk_exceptions(live_stack):
             client.jobs.retrieve("job_does_not_exist")
         first = client.jobs.create(SPEC, idempotency_key="sdk-live-key")
         again = client.jobs.create(SPEC, idempotency_key="sdk-live-key")
+        client.jobs.wait(first, timeout=180, poll_interval=0.2, progress=False)
+        client.jobs.delete(first)
+        with pytest.raises(errors.NotFoundError):
+            client.jobs.retrieve(first.id)
     assert "model.hidden.0" in invalid.value.fields
     assert first.id == again.id
 

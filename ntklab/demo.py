@@ -5,7 +5,7 @@ var/demo/, runs the presets `fig1-width`, `fig2-bottleneck` and `table1-hessian`
 the SDK with progress bars, prints each fit with a one-line verdict, checks the paper's
 claims, writes PNG plots and report.md to ntklab-report/, and stops what it started.
 
-    python -m ntklab.demo [--scale cpu|smoke] [--out ntklab-report] [--workers 2]
+    python -m ntklab.demo [--scale cpu|smoke] [--out ntklab-report] [--workers 2] [--presets a,b]
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from ntklab.client import Client
 from ntklab.localstack import REPO, LocalStack, embedded_settings
 from ntklab.resources.sweeps import Sweep
 
-PRESETS = ("fig1-width", "fig2-bottleneck", "table1-hessian")
+DEMO_PRESETS = ("fig1-width", "fig2-bottleneck", "table1-hessian")
 LABELS = {"identity": "linear head", "softmax": "softmax head", "swish": "swish head"}
+SYMBOLS = {"delta_k_max": "ΔK", "hessian_norm_init": "‖H‖", "hessian_kernel_ratio_init": "‖H‖/K",
+           "weight_change_l2": "‖w*−w₀‖₂", "weight_change_linf": "‖w*−w₀‖_∞"}
 
 
 @dataclass(frozen=True)
@@ -49,17 +51,20 @@ def slope_text(fit: dict) -> str:
 
 def verdict(preset: str, fit: dict) -> str:
     """"linear head: ΔK ∝ m^-0.49 ± 0.05 → transitions to linearity"."""
-    symbol = {"delta_k_max": "ΔK", "hessian_norm_init": "‖H‖"}.get(fit["y"], fit["y"])
-    variable = "m_b" if fit["x"] == "model.hidden.1" else "m"
+    symbol = SYMBOLS.get(fit["y"], fit["y"])
+    variable = "m_b" if fit["x"] == "model.hidden.1" and preset == "fig2-bottleneck" else "m"
     falls = fit["slope"] is not None and fit["slope"] < -0.25
-    outcome = "transitions to linearity" if falls else "stays non-linear"
     if preset == "fig2-bottleneck":
         outcome = "a wider bottleneck moves the kernel less" if falls else "the bottleneck width does not matter"
+    elif fit["y"].startswith("weight_change"):
+        outcome = "shrinks with width" if falls else "does not shrink with width"
+    else:
+        outcome = "transitions to linearity" if falls else "stays non-linear"
     return f"{group_label(fit)}: {symbol} ∝ {variable}^{slope_text(fit)} → {outcome}"
 
 
-def by_group(sweep: Sweep) -> dict[str, dict]:
-    return {group_label(fit): fit for fit in sweep.fits}
+def by_group(sweep: Sweep, y: str | None = None) -> dict[str, dict]:
+    return {group_label(fit): fit for fit in sweep.fits if y is None or fit["y"] == y}
 
 
 def largest_width_value(fit: dict) -> float:
@@ -82,6 +87,21 @@ def checks_for(preset: str, sweep: Sweep) -> list[Check]:
     if preset == "fig2-bottleneck":
         fit = next(iter(fits.values()))
         return [Check("ΔK slope vs bottleneck width m_b steeper than −0.4", fit["slope"] < -0.4, f"slope {slope_text(fit)}")]
+    if preset == "param-check":
+        ratio = by_group(sweep, "hessian_kernel_ratio_init")
+        ntk, standard, meanfield = ratio["ntk"], ratio["standard"], ratio["meanfield"]
+        return [
+            Check("ntk and standard: ‖H‖/K slopes agree within 0.1", abs(ntk["slope"] - standard["slope"]) < 0.1,
+                  f"{slope_text(ntk)} vs {slope_text(standard)}"),
+            Check("meanfield: ‖H‖/K slope differs from ntk's by more than 0.3", abs(meanfield["slope"] - ntk["slope"]) > 0.3,
+                  f"{slope_text(meanfield)} vs {slope_text(ntk)}"),
+        ]
+    if preset == "lazy-is-not-small":
+        l2, linf = by_group(sweep, "weight_change_l2")["weight_change_l2"], by_group(sweep, "weight_change_linf")["weight_change_linf"]
+        return [Check("‖w*−w₀‖₂ does not shrink with m (|slope| < 0.1)", abs(l2["slope"]) < 0.1, f"slope {slope_text(l2)}"),
+                Check("‖w*−w₀‖_∞ shrinks with m (slope < −0.3)", linf["slope"] < -0.3, f"slope {slope_text(linf)}")]
+    if preset != "table1-hessian":
+        return []
     linear, swish, bottleneck = fits["linear head"], fits["swish head"], fits["bottleneck"]
     return [
         Check("linear head: ‖H‖ slope vs m in [−0.6, −0.4]", -0.6 <= linear["slope"] <= -0.4, f"slope {slope_text(linear)}"),
@@ -90,34 +110,91 @@ def checks_for(preset: str, sweep: Sweep) -> list[Check]:
     ]
 
 
-def fit_table(preset: str, sweep: Sweep) -> Table:
-    table = Table(title=f"{preset}: {sweep.fits[0]['y']} against {sweep.fits[0]['x']}")
-    table.add_column("group")
-    for point in sweep.fits[0]["points"]:
-        table.add_column(f"{point['x']:g}", justify="right")
-    table.add_column("slope (95%)", justify="right")
-    table.add_column("R²", justify="right")
+def fits_by_y(sweep: Sweep) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
     for fit in sweep.fits:
-        values = [f"{p['y_mean']:.3g}" for p in fit["points"]]
+        grouped.setdefault(fit["y"], []).append(fit)
+    return grouped
+
+
+def columns(fits: list[dict]) -> list[float]:
+    return sorted({point["x"] for fit in fits for point in fit["points"]})
+
+
+def fit_rows(fits: list[dict]) -> list[list[str]]:
+    """One row per group: the seed-mean of y at every x, the slope with its 95% interval, R²."""
+    xs = columns(fits)
+    rows = []
+    for fit in fits:
+        means = {point["x"]: point["y_mean"] for point in fit["points"]}
+        values = [f"{means[x]:.3g}" if x in means else "—" for x in xs]
         r_squared = "n/a" if fit["r_squared"] is None else f"{fit['r_squared']:.3f}"
-        table.add_row(group_label(fit), *values, slope_text(fit), r_squared)
+        rows.append([group_label(fit), *values, slope_text(fit), r_squared])
+    return rows
+
+
+def fit_table(y: str, fits: list[dict]) -> Table:
+    table = Table(title=f"{y} against {fits[0]['x']} (mean over seeds)")
+    for header in ["group", *(f"{x:g}" for x in columns(fits)), "slope (95%)", "R²"]:
+        table.add_column(header, justify="left" if header == "group" else "right")
+    for row in fit_rows(fits):
+        table.add_row(*row)
     return table
 
 
-def markdown_section(preset: str, sweep: Sweep, checks: list[Check], image: str, seconds: float) -> str:
-    first = sweep.fits[0]
-    widths = [f"{p['x']:g}" for p in first["points"]]
-    lines = [f"## {preset}", "", f"{sweep.total} jobs, {seconds:.0f} s. `{first['y']}` (mean over seeds) against "
-             f"`{first['x']}`:", "", "| group | " + " | ".join(widths) + " | slope (95% CI) | R² |",
-             "|---" * (len(widths) + 3) + "|"]
-    for fit in sweep.fits:
-        values = " | ".join(f"{p['y_mean']:.3g}" for p in fit["points"])
-        r_squared = "n/a" if fit["r_squared"] is None else f"{fit['r_squared']:.3f}"
-        lines.append(f"| {group_label(fit)} | {values} | {slope_text(fit)} | {r_squared} |")
-    lines += ["", *[f"- {verdict(preset, fit)}" for fit in sweep.fits], ""]
-    lines += [f"- {'PASS' if check.passed else 'FAIL'}: {check.claim} — measured {check.measured}" for check in checks]
-    lines += ["", f"![{preset}]({image})", ""]
-    return "\n".join(lines)
+def markdown_table(y: str, fits: list[dict]) -> list[str]:
+    headers = ["group", *(f"{x:g}" for x in columns(fits)), "slope (95% CI)", "R²"]
+    return [f"`{y}` against `{fits[0]['x']}` (mean over seeds):", "", "| " + " | ".join(headers) + " |",
+            "|---" * len(headers) + "|", *("| " + " | ".join(row) + " |" for row in fit_rows(fits)), ""]
+
+
+def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
+    """ΔK(t) of every job (the paper's Figure 1, right); returns one line per job with its final ΔK."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.4), dpi=110)
+    lines = []
+    for row in sweep.table:
+        series = client.jobs.metrics(row.job_id, ["delta_k"])["delta_k"]
+        steps, values = series
+        label = ", ".join(f"{LABELS.get(str(v), v)}" for v in row.values.values())
+        axes.plot(steps, values, label=label)
+        lines.append(f"{label}: ΔK at the end {values[-1]:.3g}, max {row.summary['delta_k_max']:.3g}")
+    axes.set_xlabel("step")
+    axes.set_ylabel("ΔK(t) = ‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F")
+    axes.set_xscale("symlog", linthresh=1)
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return lines
+
+
+def report_preset(client: Client, console: Console, preset: str, sweep: Sweep, out: Path) -> tuple[list[str], list[Check]]:
+    """Print the preset's tables, verdicts and checks; save its plot; return its Markdown lines and checks."""
+    image = f"{preset}.png"
+    lines: list[str] = []
+    if not sweep.fits:
+        for line in time_series_figure(client, sweep, out / image):
+            console.print("  " + line)
+            lines.append(f"- {line}")
+    for y, fits in fits_by_y(sweep).items():
+        console.print(fit_table(y, fits))
+        lines += markdown_table(y, fits)
+    verdicts = [verdict(preset, fit) for fit in sweep.fits]
+    checks = checks_for(preset, sweep)
+    results = [f"{'PASS' if check.passed else 'FAIL'}: {check.claim} — measured {check.measured}" for check in checks]
+    for text in [*verdicts, *results]:
+        console.print("  " + text)
+    if sweep.fits:
+        first = sweep.fits[0]
+        (out / image).write_bytes(client.sweeps.plot_image(sweep.id, x=first["x"], y=first["y"], format="png"))
+    lines += ["", *(f"- {text}" for text in verdicts + results), "", f"![{preset}]({image})", ""]
+    return lines, checks
 
 
 def run_preset(client: Client, console: Console, preset: str, scale: str, out: Path) -> tuple[str, list[Check]]:
@@ -125,19 +202,11 @@ def run_preset(client: Client, console: Console, preset: str, scale: str, out: P
     sweep = client.presets.run(preset, scale=scale)
     console.print(f"[bold]{preset}[/] ({scale}): {sweep.total} jobs, sweep {sweep.id}")
     sweep = client.sweeps.wait(sweep.id, poll_interval=1.0, progress=True)
-    seconds = time.monotonic() - started
     if sweep.status != "succeeded":
         raise SystemExit(f"{preset}: the sweep ended {sweep.status}: {sweep.counts}")
-    console.print(fit_table(preset, sweep))
-    for fit in sweep.fits:
-        console.print("  " + verdict(preset, fit))
-    checks = checks_for(preset, sweep)
-    for check in checks:
-        console.print(f"  [{'green' if check.passed else 'red'}]{'PASS' if check.passed else 'FAIL'}[/] {check.claim}: {check.measured}")
-    image = f"{preset}.png"
-    first = sweep.fits[0]
-    (out / image).write_bytes(client.sweeps.plot_image(sweep.id, x=first["x"], y=first["y"], format="png"))
-    return markdown_section(preset, sweep, checks, image, seconds), checks
+    lines, checks = report_preset(client, console, preset, sweep, out)
+    header = [f"## {preset}", "", f"{sweep.total} jobs, {time.monotonic() - started:.0f} s.", ""]
+    return "\n".join(header + lines), checks
 
 
 def main() -> None:
@@ -145,6 +214,7 @@ def main() -> None:
     parser.add_argument("--scale", choices=("smoke", "cpu", "paper"), default="cpu")
     parser.add_argument("--out", type=Path, default=Path("ntklab-report"))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--presets", default=",".join(DEMO_PRESETS), help="comma-separated preset names")
     args = parser.parse_args()
     console = Console()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -158,7 +228,7 @@ def main() -> None:
             stack.start_worker()
         console.print(f"embedded service on {stack.url} with {args.workers} workers (logs in {root / 'logs'})")
         with Client(base_url=stack.url) as client:
-            for preset in PRESETS:
+            for preset in args.presets.split(","):
                 section, preset_checks = run_preset(client, console, preset, args.scale, args.out)
                 sections.append(section)
                 checks += preset_checks

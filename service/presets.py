@@ -59,7 +59,7 @@ def fig1_width(scale: Scale) -> SweepSpec:
     seeds = _by_scale(scale, [0], [0, 1], [0, 1, 2])
     return SweepSpec(
         name=f"fig1-width ({scale})", tags=["preset", "fig1-width"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh"}, "data": _data(),
+        base={"model": {"hidden": [widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
               "training": _training(_by_scale(scale, 300, 2000, 5000)), "diagnostics": _diagnostics()},
         grid={"model.hidden.0": widths, "model.output_activation": HEADS, "seed": seeds},
         fits=[FitSpec(y="delta_k_max", x="model.hidden.0", group_by=["model.output_activation"])],
@@ -70,7 +70,7 @@ def fig1_time(scale: Scale) -> SweepSpec:
     width = _by_scale(scale, 300, 10_000, 10_000)
     return SweepSpec(
         name=f"fig1-time ({scale})", tags=["preset", "fig1-time"],
-        base={"model": {"hidden": [width], "activation": "tanh"}, "data": _data(),
+        base={"model": {"hidden": [width], "activation": "tanh", "bias": False}, "data": _data(),
               "training": _training(_by_scale(scale, 300, 2000, 5000)), "diagnostics": _diagnostics(kernel_points=50)},
         grid={"model.output_activation": HEADS},
         fits=[],
@@ -82,7 +82,7 @@ def fig2_bottleneck(scale: Scale) -> SweepSpec:
     bottlenecks = _by_scale(scale, [3, 10, 50], [3, 5, 10, 50, 100, 500], [3, 5, 10, 50, 100, 500, 1000])
     return SweepSpec(
         name=f"fig2-bottleneck ({scale})", tags=["preset", "fig2-bottleneck"],
-        base={"model": {"hidden": [width, bottlenecks[0], width], "activation": "tanh"}, "data": _data(),
+        base={"model": {"hidden": [width, bottlenecks[0], width], "activation": "tanh", "bias": False}, "data": _data(),
               "training": _training(_by_scale(scale, 300, 2000, 5000)), "diagnostics": _diagnostics()},
         grid={"model.hidden.1": bottlenecks, "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
         fits=[FitSpec(y="delta_k_max", x="model.hidden.1")],
@@ -100,7 +100,7 @@ def table1_hessian(scale: Scale) -> SweepSpec:
         families.append(["bottleneck", [width, bottleneck, width], "identity"])
     return SweepSpec(
         name=f"table1-hessian ({scale})", tags=["preset", "table1-hessian"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh"}, "data": _data(),
+        base={"model": {"hidden": [widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
               "training": _training(0), "diagnostics": _diagnostics(hessian=True)},
         grid={"name,model.hidden,model.output_activation": families,
               "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
@@ -109,14 +109,18 @@ def table1_hessian(scale: Scale) -> SweepSpec:
 
 
 def param_check(scale: Scale) -> SweepSpec:
-    widths = _by_scale(scale, [100, 300, 1000], [100, 300, 1000, 3000, 10_000], [100, 1000, 10_000, 100_000])
+    """Two hidden layers of width m, so every layer but the first has fan-in m: switching ntk → standard
+    rescales those layers' kernel and Hessian by the same factor m, and ‖H‖/K keeps its m^-1/2 scaling;
+    meanfield's 1/m readout does not (‖H‖/K = Θ(1))."""
+    widths = _by_scale(scale, [64, 256], [100, 300, 1000, 3000], [100, 300, 1000, 3000, 6000])
     return SweepSpec(
         name=f"param-check ({scale})", tags=["preset", "param-check"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh"}, "data": _data(),
+        base={"model": {"hidden": [widths[0], widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
               "training": _training(0), "diagnostics": _diagnostics(hessian=True)},
-        grid={"model.hidden.0": widths, "model.parameterization": ["ntk", "standard", "meanfield"],
+        grid={"model.hidden.0,model.hidden.1": [[m, m] for m in widths],
+              "model.parameterization": ["ntk", "standard", "meanfield"],
               "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
-        fits=[FitSpec(y="hessian_grad_ratio_init", x="model.hidden.0", group_by=["model.parameterization"]),
+        fits=[FitSpec(y="hessian_kernel_ratio_init", x="model.hidden.0", group_by=["model.parameterization"]),
               FitSpec(y="hessian_norm_init", x="model.hidden.0", group_by=["model.parameterization"])],
     )
 
@@ -126,7 +130,7 @@ def lazy_is_not_small(scale: Scale) -> SweepSpec:
                        [30, 100, 1000, 10_000, 100_000, 1_000_000])
     return SweepSpec(
         name=f"lazy-is-not-small ({scale})", tags=["preset", "lazy-is-not-small"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh"}, "data": _data(),
+        base={"model": {"hidden": [widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
               "training": _training(_by_scale(scale, 300, 2000, 5000)), "diagnostics": _diagnostics()},
         grid={"model.hidden.0": widths, "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
         fits=[FitSpec(y="weight_change_l2", x="model.hidden.0"), FitSpec(y="weight_change_linf", x="model.hidden.0")],
@@ -145,7 +149,8 @@ PRESETS: dict[str, Preset] = {
         Preset("table1-hessian", "Table 1: model-Hessian norm at init vs width",
                "‖H‖ ~ m^-1/2 with a linear head; Θ(1) with a non-linear head or a bottleneck.", table1_hessian),
         Preset("param-check", "Appendix A: ntk vs standard vs meanfield parameterization",
-               "ntk and standard rescale ‖H‖ and ‖∇f‖ alike (same ‖H‖/‖∇f‖ scaling); meanfield differs.", param_check),
+               "ntk and standard rescale ‖H‖ and K alike (same ‖H‖/K ∝ m^-1/2); meanfield's ‖H‖/K does not fall.",
+               param_check),
         Preset("lazy-is-not-small", "Section 1: ‖w*−w₀‖₂ = O(1) while ‖w*−w₀‖_∞ = O(1/√m)",
                "The weights as a whole move O(1); each single weight moves O(1/√m).", lazy_is_not_small),
     )

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
+from workers.engine.activations import apply_head
 from workers.engine.artifacts import load_weights
 from workers.engine.data import load_data
 from workers.engine.nets import build_network
@@ -18,7 +19,7 @@ SUMMARY = [
     "final_loss", "steps", "converged", "outcome", "delta_k_max", "delta_k_final",
     "kernel_lambda_min_init", "kernel_lambda_min_final", "kernel_lambda_max_init", "kernel_lambda_max_final",
     "kernel_cond_init", "kernel_cond_final", "hessian_norm_init", "hessian_norm_final", "grad_norm_init",
-    "hessian_grad_ratio_init", "weight_change_l2", "weight_change_linf", "linearization_error_final",
+    "hessian_grad_ratio_init", "hessian_kernel_ratio_init", "weight_change_l2", "weight_change_linf", "linearization_error_final",
     "wall_time_s", "lr", "parameters",
 ]
 
@@ -198,3 +199,31 @@ def test_cli_failed_run_exits_1(tmp_path):
     spec_path.write_text(json.dumps({"data": {"kind": "builtin", "name": "iris", "n_train": 200}, "model": {"hidden": [4]}}))
     result = CliRunner().invoke(app, ["run", str(spec_path), "--local", "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and "data.n_train" in result.output
+
+
+
+def test_hessian_ratios_match_dense_hessians_and_gradients():
+    """hessian_norm_init, hessian_grad_ratio_init and hessian_kernel_ratio_init against dense float64 references."""
+    spec = job("swish", training={"max_steps": 0}, diagnostics={"hessian": {"probe_points": 2, "iterations": 60}})
+    spec = spec.model_copy(update={"dtype": "float64"})
+    summary = run(spec).summary
+    data = load_data(spec, dtype=torch.float64)
+    net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=torch.float64)
+    trainable = {name: p.detach() for name, p in net.named_parameters() if p.requires_grad}
+    sizes = [p.numel() for p in trainable.values()]
+    flat = torch.cat([p.reshape(-1) for p in trainable.values()])
+
+    def output(w, x, a):
+        params = {n: c.reshape(p.shape) for (n, p), c in zip(trainable.items(), torch.split(w, sizes))}
+        return apply_head(net.head, torch.func.functional_call(net, params, (x,)))[0, a]
+
+    norms, grad_ratios, kernel_ratios = [], [], []
+    for i in range(2):
+        for a in range(spec.model.output_dim):
+            f = lambda w: output(w, data.x_probe[i : i + 1], a)  # noqa: E731
+            h = torch.linalg.eigvalsh(torch.func.hessian(f)(flat)).abs().max().item()
+            g = torch.func.grad(f)(flat).norm().item()
+            norms.append(h), grad_ratios.append(h / g), kernel_ratios.append(h / g**2)
+    assert summary["hessian_norm_init"] == pytest.approx(max(norms), rel=1e-6)
+    assert summary["hessian_grad_ratio_init"] == pytest.approx(max(grad_ratios), rel=1e-6)
+    assert summary["hessian_kernel_ratio_init"] == pytest.approx(max(kernel_ratios), rel=1e-6)

@@ -231,6 +231,7 @@ def summarise(
     s["hessian_norm_init"] = hessian_init.norm if hessian_init else None
     s["hessian_norm_final"] = hessian_final.norm if hessian_final else None
     s["hessian_grad_ratio_init"] = hessian_grad_ratio(hessian_init) if hessian_init else None
+    s["hessian_kernel_ratio_init"] = hessian_grad_ratio(hessian_init, power=2) if hessian_init else None
     weight_change = path.weight_change_now if not diverged else None
     s["weight_change_l2"] = weight_change[0] if weight_change else None
     s["weight_change_linf"] = weight_change[1] if weight_change else None
@@ -243,6 +244,9 @@ def summarise(
     result.artifacts.update(path.artifacts())
 
 
-def hessian_grad_ratio(report: HessianReport) -> float:
-    """max over the Hessian's probe points i and outputs a of ‖∇²f_a(x_i)‖ / ‖∇f_a(x_i)‖."""
-    return max(h / g for row_h, row_g in zip(report.norms, report.grad_norms) for h, g in zip(row_h, row_g) if g > 0)
+def hessian_grad_ratio(report: HessianReport, power: int = 1) -> float:
+    """max over the Hessian's probe points i and outputs a of ‖∇²f_a(x_i)‖ / ‖∇f_a(x_i)‖^power.
+
+    power 2 divides by the kernel's diagonal K[(i,a),(i,a)] = ‖∇f_a(x_i)‖²: the Hessian relative to
+    the kernel, which a change of parameterization that rescales every layer alike leaves unchanged."""
+    return max(h / g**power for row_h, row_g in zip(report.norms, report.grad_norms) for h, g in zip(row_h, row_g) if g > 0)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from api_schemas import sweeps as wire
-from api_schemas.sweeps import SweepRow
 from ntklab._http import poll_delay
 from ntklab.errors import WaitTimeoutError
 from ntklab.progress import ProgressBar

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ntklab.cli import app
 
-from .test_client import SPEC, TOTAL_STEPS, Fault, FlakyService, service  # noqa: F401
+from .test_client import SPEC, TOTAL_STEPS, FlakyService, service  # noqa: F401
 
 runner = CliRunner()
 

@@ -45,7 +45,6 @@ def read_scope(caller: Annotated[Caller, Depends(current_caller)]) -> str | None
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
 SessionDep = Annotated[Session, Depends(session)]
-CallerDep = Annotated[Caller, Depends(current_caller)]
 OwnerDep = Annotated[str, Depends(current_owner)]
 ScopeDep = Annotated[str | None, Depends(read_scope)]
 BrokerDep = Annotated[Broker, Depends(broker)]

@@ -117,8 +117,12 @@ def snippet(path: Path) -> str:
     return block.group(1)
 
 
-def test_docs_snippet_runs_as_written(live_stack):
-    code = snippet(REPO / "docs" / "sdk.md")
+def test_readme_and_docs_carry_the_same_snippet():
+    assert snippet(REPO / "README.md") == snippet(REPO / "docs" / "sdk.md")
+
+
+def test_readme_snippet_runs_as_written(live_stack):
+    code = snippet(REPO / "README.md")
     assert len(code.strip().splitlines()) <= 12
     env = {**os.environ, "NTKLAB_URL": url(live_stack)}
     env.pop("NTKLAB_API_KEY", None)

@@ -27,6 +27,7 @@ MAX_STEPS = 10_000_000
 BUILTIN_CLASSES: dict[str, int] = {"digits": 10, "iris": 3, "breast_cancer": 2, "two_moons": 2}
 BUILTIN_INPUT_DIM: dict[str, int] = {"digits": 64, "iris": 4, "breast_cancer": 30, "two_moons": 2}
 BUILTIN_IMAGE_SHAPE: dict[str, tuple[int, int, int]] = {"digits": (1, 8, 8)}
+BUILTIN_POINTS: dict[str, int] = {"digits": 1797, "iris": 150, "breast_cancer": 569}  # two_moons is generated
 
 
 class Strict(BaseModel):
@@ -157,6 +158,14 @@ class BuiltinData(DataCommon):
 
     def n_points(self) -> int:
         return self.n_train
+
+    @field_validator("n_train")
+    @classmethod
+    def _within_the_data_set(cls, n_train: int, info: ValidationInfo) -> int:
+        available = BUILTIN_POINTS.get(info.data.get("name", ""))
+        if available is not None and n_train > available:
+            raise ValueError(f"data.n_train = {n_train} but {info.data['name']} has {available} points")
+        return n_train
 
 
 class InlineData(DataCommon):

@@ -7,7 +7,6 @@ TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.ntklab-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
-QUEUE ?= ntklab
 
 .PHONY: install up test bench demo clean
 
@@ -22,16 +21,7 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $@
 
 up: $(STAMP)
-	@mkdir -p var
-	$(VENV)/bin/alembic upgrade head
-	@trap 'kill $$api $$worker 2>/dev/null; wait' INT TERM EXIT; \
-	$(VENV)/bin/uvicorn service.app:app --host $(HOST) --port $(PORT) & api=$$!; \
-	$(VENV)/bin/celery -A workers.celery_app worker --concurrency=1 -Q $(QUEUE) --loglevel=INFO & worker=$$!; \
-	sleep 2; \
-	echo; echo "ntklab is up: http://$(HOST):$(PORT)/docs"; \
-	echo "submit a job:  curl -s -X POST http://$(HOST):$(PORT)/v1/jobs -H 'Content-Type: application/json' -d @examples/quickstart.json"; \
-	echo "Ctrl-C stops the API and the worker."; echo; \
-	wait
+	$(VENV)/bin/ntklab up --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \

@@ -249,20 +249,15 @@ def preset(
 
 
 @app.command()
-def up() -> None:
-    """How to start the embedded service (SQLite + a worker, no servers needed)."""
-    print(UP_HOWTO)
+def up(
+    host: str = typer.Option("127.0.0.1", help="Interface the API listens on."),
+    port: int = typer.Option(8000, help="Port of the API."),
+    workers: int = typer.Option(1, min=1, max=64, help="Celery worker processes (one job each)."),
+) -> None:
+    """Migrate the database and serve the API and worker(s) in the foreground; Ctrl-C stops them.
 
+    With no NTKLAB_* settings this is the embedded default: SQLite in var/ and a filesystem
+    broker, no servers needed. NTKLAB_DATABASE_URL / NTKLAB_BROKER_URL select the full stack."""
+    from ntklab.serve import serve
 
-UP_HOWTO = """Start the embedded ntklab service (SQLite + a filesystem broker; no servers needed):
-
-  make up                      # from the repository root: .venv, migrations, the API and one worker
-
-or the same by hand, from the repository root:
-
-  alembic upgrade head
-  uvicorn service.app:app --host 127.0.0.1 --port 8000 &
-  celery -A workers.celery_app worker --concurrency=1 -Q ntklab &
-
-The API answers at http://127.0.0.1:8000 (the SDK's and this command's default; set NTKLAB_URL
-for another), with its documentation at /docs. docker compose up starts the full stack."""
+    raise typer.Exit(serve(host, port, workers))

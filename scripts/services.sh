@@ -8,7 +8,8 @@ REDIS_PORT="${NTKLAB_TEST_REDIS_PORT:-6390}"
 PG_PORT=5432
 
 as_postgres() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else sudo -n -u postgres "$@"; fi
+  # from / so that the postgres user may enter the working directory
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else (cd / && sudo -n -u postgres "$@"); fi
 }
 
 install_missing() {

@@ -84,7 +84,7 @@ class PostgresCluster:
 
 
 def _run(*command: str) -> str:
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd="/")
     if done.returncode:
         raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout.strip()

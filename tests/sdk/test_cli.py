@@ -95,7 +95,3 @@ def test_artifact_writes_the_bytes(service, tmp_path):
     assert result.exit_code == 0, result.output
     np.testing.assert_array_equal(np.load(target), np.arange(6.0).reshape(2, 3))
 
-
-def test_up_says_how_to_start_the_service():
-    result = runner.invoke(app, ["up"])
-    assert result.exit_code == 0 and "make up" in result.output

@@ -3,7 +3,7 @@
 Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     model.hidden.i   width         ≤ max_width
     model            parameters p  ≤ max_parameters   (p counted by arithmetic, nothing allocated)
-    data.probe.n     probe points  ≤ max_probe
+    data.probe.n     probe points  ≤ max_probe, and kernel entries (n·O)² ≤ max_kernel_entries
     data.n_train     training points (data.x for inline data) ≤ max_train_points
     data             inline values n·d + n·O ≤ max_inline_values
     training.max_steps             ≤ max_steps
@@ -26,6 +26,7 @@ def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
     violations = [
         *_width_violations(spec, settings),
         *_data_violations(spec, settings),
+        *_kernel_violations(spec, settings),
         *_over("training.max_steps", "training steps", spec.training.max_steps, settings.max_steps),
     ]
     parameters = 0
@@ -69,6 +70,12 @@ def _data_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
         values = len(data.x) * input_dim(data) + len(data.y) * target_dim(data)
         violations += _over("data", "inline values (x and y)", values, settings.max_inline_values)
     return violations
+
+
+def _kernel_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
+    """The tangent kernel on the probe set is (n·O) × (n·O); every job computes it at init."""
+    side = spec.data.probe_n() * (spec.model.output_dim or 1)
+    return _over("data.probe.n", f"tangent-kernel entries (n·O)² with n·O = {side}", side * side, settings.max_kernel_entries)
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:

@@ -29,6 +29,7 @@ CAPS = {
     "max_train_points": 50,
     "max_steps": 100,
     "max_inline_values": 20,
+    "max_kernel_entries": 1600,
 }
 
 
@@ -70,8 +71,9 @@ def small(**parts) -> dict:
         (small(data=GAUSSIAN | {"n_train": 60}), "data.n_train", 50, 60),
         (small(training={"max_steps": 101}), "training.max_steps", 100, 101),
         (small(data={"kind": "inline", "x": [[0.0] * 3] * 5, "y": [[0.0] * 2] * 5, "probe": {"n": 2}}), "data", 20, 25),
+        (small(data=GAUSSIAN | {"classes": 8, "probe": {"n": 8}}), "data.probe.n", 1600, 4096),
     ],
-    ids=["width", "parameters", "probe", "default-probe", "train-points", "steps", "inline-values"],
+    ids=["width", "parameters", "probe", "default-probe", "train-points", "steps", "inline-values", "kernel-entries"],
 )
 def test_each_cap_is_a_422_naming_field_limit_and_value(capped, spec, field, limit, value):
     body = problem(capped.post("/v1/jobs", json=spec), 422)

@@ -88,6 +88,7 @@ class LocalStack:
         self.client = httpx.Client(base_url=self.url, timeout=10)
 
     def __enter__(self) -> LocalStack:
+        """Start the API and one worker; leaving the block stops everything."""
         self.start_api()
         self.start_worker()
         return self
@@ -96,6 +97,8 @@ class LocalStack:
         self.stop()
 
     def start_api(self) -> None:
+        if self.api is not None and self.api.poll() is None:
+            raise StackError(f"this stack's API already runs on port {self.port}")
         command = [str(BIN / "uvicorn"), "service.app:app", "--host", "127.0.0.1", "--port", str(self.port)]
         self.api = self._spawn(command, "api")
         wait_until(self._api_ready, API_READY_TIMEOUT_S, f"API never answered /healthz; see {self.logs}/api.log",

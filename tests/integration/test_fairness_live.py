@@ -31,12 +31,15 @@ def test_a_later_small_batch_of_another_key_runs_before_most_of_a_big_one(sqlite
     with sessions() as session:
         alice = {"X-API-Key": api_keys.create_key(session, "alice").secret}
         bob = {"X-API-Key": api_keys.create_key(session, "bob").secret}
-    with LocalStack(sqlite_stack | {"NTKLAB_AUTH": "on"}, tmp_path) as stack:
+    stack = LocalStack(sqlite_stack | {"NTKLAB_AUTH": "on"}, tmp_path)
+    try:
         stack.start_api()
         alice_ids = [submit(stack, alice, index) for index in range(20)]
         bob_ids = [submit(stack, bob, index) for index in range(2)]
         stack.start_worker()
         wait_until(lambda: finished(sessions) == 22, ALL_DONE_TIMEOUT_S, f"22 jobs never finished; see {tmp_path}")
+    finally:
+        stack.stop()
     with sessions() as session:
         order = list(session.scalars(select(Job.id).order_by(Job.started_at)))
         statuses = set(session.scalars(select(Job.status)))

@@ -31,7 +31,7 @@ artifacts. Errors are RFC 9457 `application/problem+json`.
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, pool_size=settings.database_pool_size)
     app = FastAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan)
     app.state.settings = settings
     app.state.engine = engine

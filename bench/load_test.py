@@ -1,6 +1,6 @@
 """Load test of the full stack: thousands of tiny jobs from several keys, heavy polling, every job accounted for.
 
-    .venv/bin/python -m bench.load_test [--jobs 2000] [--clients 4] [--workers 2] [--pollers 64]
+    .venv/bin/python -m bench.load_test [--jobs 2000] [--clients 4] [--workers 2] [--api-processes 2] [--pollers 16]
 
 Not part of `make test`. Loopback only; bounded by `--timeout-s`. A fresh PostgreSQL database
 and a Redis queue of its own (NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL, as
@@ -153,6 +153,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--api-processes", type=int, default=2, help="uvicorn worker processes serving the API")
     parser.add_argument("--pollers", type=int, default=16, help="GET requests in flight in the polling process")
     parser.add_argument("--timeout-s", type=float, default=900)
 
@@ -164,7 +165,7 @@ def main() -> None:
         settings = backing | {"NTKLAB_AUTH": "on", "NTKLAB_MAX_QUEUED_JOBS_PER_KEY": str(args.jobs + 1),
                               "NTKLAB_HEARTBEAT_INTERVAL_S": "1", "NTKLAB_METRICS_FLUSH_INTERVAL_S": "1"}
         users, admin = make_keys(settings["NTKLAB_DATABASE_URL"], args.clients)
-        with LocalStack(settings, logs) as stack:
+        with LocalStack(settings, logs, api_processes=args.api_processes) as stack:
             for _ in range(args.workers - 1):
                 stack.start_worker()
             ids, done = multiprocessing.Queue(), multiprocessing.Event()
@@ -191,7 +192,7 @@ def main() -> None:
     reads = np.array(latencies) * 1000
     rows = [
         ("machine", f"{os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} {platform.release()}"),
-        ("stack", f"PostgreSQL + Redis, 1 API (uvicorn), {args.workers} workers, auth on, {args.clients} client keys"),
+        ("stack", f"PostgreSQL + Redis, API with {args.api_processes} uvicorn processes, {args.workers} workers, auth on, {args.clients} client keys"),
         ("jobs submitted", f"{counts['submitted']} in {submit_s:.1f} s ({counts['submitted'] / submit_s:.0f}/s)"),
         ("POST /v1/jobs p50 / p99", f"{np.percentile(post, 50):.1f} / {np.percentile(post, 99):.1f} ms"),
         ("all finished after", f"{submit_s + drain_s:.1f} s"),

@@ -253,6 +253,7 @@ def up(
     host: str = typer.Option("127.0.0.1", help="Interface the API listens on."),
     port: int = typer.Option(8000, help="Port of the API."),
     workers: int = typer.Option(1, min=1, max=64, help="Celery worker processes (one job each)."),
+    api_processes: int = typer.Option(1, min=1, max=64, help="uvicorn processes serving the API (reads scale with them)."),
 ) -> None:
     """Migrate the database and serve the API and worker(s) in the foreground; Ctrl-C stops them.
 
@@ -260,4 +261,4 @@ def up(
     broker, no servers needed. NTKLAB_DATABASE_URL / NTKLAB_BROKER_URL select the full stack."""
     from ntklab.serve import serve
 
-    raise typer.Exit(serve(host, port, workers))
+    raise typer.Exit(serve(host, port, workers, api_processes))

@@ -77,10 +77,11 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, message: str, *,
 class LocalStack:
     """An API and celery workers as subprocesses; `url` is where the API answers."""
 
-    def __init__(self, settings: dict[str, str], logs: Path, port: int | None = None):
+    def __init__(self, settings: dict[str, str], logs: Path, port: int | None = None, api_processes: int = 1):
         self.logs = logs
         self.logs.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
+        self.api_processes = api_processes
         self.url = f"http://127.0.0.1:{self.port}"
         self.settings = settings | {"NTKLAB_PUBLIC_URL": self.url}
         self.api: subprocess.Popen | None = None
@@ -99,7 +100,8 @@ class LocalStack:
     def start_api(self) -> None:
         if self.api is not None and self.api.poll() is None:
             raise StackError(f"this stack's API already runs on port {self.port}")
-        command = [str(BIN / "uvicorn"), "service.app:app", "--host", "127.0.0.1", "--port", str(self.port)]
+        command = [str(BIN / "uvicorn"), "service.app:app", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--workers", str(self.api_processes)]
         self.api = self._spawn(command, "api")
         wait_until(self._api_ready, API_READY_TIMEOUT_S, f"API never answered /healthz; see {self.logs}/api.log",
                    alive=self.api)

@@ -21,12 +21,13 @@ from service.settings import get_settings
 BIN = Path(sys.executable).parent
 
 
-def serve(host: str, port: int, workers: int) -> int:
+def serve(host: str, port: int, workers: int, api_processes: int = 1) -> int:
     settings = get_settings()
     if settings.database_url.startswith("sqlite:///"):
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(Config(str(REPO / "alembic.ini")), "head")
-    processes = [subprocess.Popen([str(BIN / "uvicorn"), "service.app:app", "--host", host, "--port", str(port)], cwd=REPO)]
+    api = [str(BIN / "uvicorn"), "service.app:app", "--host", host, "--port", str(port), "--workers", str(api_processes)]
+    processes = [subprocess.Popen(api, cwd=REPO)]
     for index in range(workers):
         processes.append(subprocess.Popen(
             [str(BIN / "celery"), "-A", "workers.celery_app", "worker", "--concurrency=1", "-Q", settings.queue,

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from service.api.auth import RESPONSES as AUTH_RESPONSES
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
+    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.database_pool_size
     warn_if_open(settings)
     ensure_bootstrap_admin(settings, app.state.sessions)
     reaper = asyncio.create_task(_reaper(settings)) if settings.reaper_enabled else None

@@ -3,10 +3,11 @@
 SQLite runs in WAL mode with a busy timeout and foreign keys on (the schema deletes a
 job's metric chunks, tags and artifacts by ON DELETE CASCADE); the API's threadpool and
 the worker share the file. PostgreSQL connections are checked before use, so the pool
-recovers by itself after the server restarts. The API passes a pool as large as its
-threadpool (40 threads): an overflow connection is opened and closed per request, and a
-PostgreSQL connection costs a server process, so a pool smaller than the concurrency
-halves the read throughput under load.
+recovers by itself after the server restarts. The API sizes its threadpool to its pool
+(settings.database_pool_size) so that requests never open overflow connections: one
+opened and closed per request costs PostgreSQL a server process each time, and halved the
+read throughput under load. Each API process holds up to pool_size + MAX_OVERFLOW
+connections (MAX_OVERFLOW for the reaper and the metrics scrape).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+MAX_OVERFLOW = 4
 POSTGRES_CONNECT_TIMEOUT_S = 5
 
 
@@ -34,6 +36,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     return create_engine(
         url,
         pool_size=pool_size,
+        max_overflow=MAX_OVERFLOW,
         pool_pre_ping=True,
         connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S},
     )

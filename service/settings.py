@@ -17,7 +17,10 @@ class Settings(BaseSettings):
 
     # ---- where things live. Defaults are the embedded, server-free stack.
     database_url: str = Field(default=f"sqlite:///{VAR_DIR / 'ntklab.db'}", description="SQLAlchemy URL")
-    database_pool_size: int = Field(default=40, ge=1, le=1000, description="API connections kept open (PostgreSQL)")
+    database_pool_size: int = Field(
+        default=16, ge=1, le=1000,
+        description="per API process: PostgreSQL connections kept open, and requests served at once",
+    )
     broker_url: str = Field(default="filesystem://", description="Celery broker: filesystem:// (embedded) or redis://")
     broker_dir: Path = Field(default=VAR_DIR / "broker", description="folder of the filesystem broker")
     queue: str = Field(default="ntklab", description="Celery queue the API enqueues to")

@@ -67,6 +67,11 @@ def create_job(
     return job
 
 
+def spec_tags(job: Job) -> list[str]:
+    """A job's tags from its stored spec, sorted as `tags_of` sorts them (the JobTag rows, kept for filtering, hold the same)."""
+    return sorted(set(job.spec.get("tags", ())))
+
+
 def find_by_idempotency_key(session: Session, owner: str, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.owner == owner, Job.idempotency_key == key))
 

@@ -15,7 +15,7 @@ from api_schemas.sweeps import SweepSpec
 from service import jobs_repo
 from service.grid import GridPoint
 from service.idempotency import spec_hash
-from service.models import Job, JobTag, Sweep, new_id, utcnow
+from service.models import Job, Sweep, new_id, utcnow
 from service.sweep_analysis import SweepRow, get_path
 
 
@@ -33,7 +33,6 @@ def create_sweep(
             session, owner=owner, spec=document, spec_hash=spec_hash(document), parameters=count, idempotency_key=None
         )
         job.sweep_id = sweep.id
-        session.add_all(JobTag(job_id=job.id, tag=tag) for tag in spec.tags if tag not in point.spec.tags)
         job_ids.append(job.id)
     return sweep, job_ids
 

@@ -102,3 +102,11 @@ def test_presets_are_listed_and_run_as_sweeps(client):
     assert response.json()["total"] == grid_size(smoke.grid)
     assert client.post("/v1/presets/nope", json={"scale": "smoke"}).status_code == 404
     assert client.post("/v1/presets/fig1-width", json={"scale": "huge"}).status_code == 422
+
+
+def test_sweep_tags_are_every_jobs_tags(client):
+    sweep = client.post("/v1/sweeps", json={**SWEEP, "tags": ["fig1", "mine"], "base": {**SWEEP["base"], "tags": ["mine", "base"]}}).json()
+    job_id = sweep["table"][0]["job_id"]
+    assert client.get(f"/v1/jobs/{job_id}").json()["tags"] == ["base", "fig1", "mine"]
+    tagged = client.get("/v1/jobs", params={"tag": "fig1", "limit": 50}).json()["data"]
+    assert len(tagged) == 12 and all(job["tags"] == ["base", "fig1", "mine"] for job in tagged)

@@ -146,7 +146,7 @@ def list_jobs(
 @router.get("/{job_id}", response_model=Job, responses=NOT_FOUND, summary="Retrieve a job")
 def retrieve_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
     job = _owned_job(session, scope, job_id)
-    return job_resource(job, jobs_repo.tags_of(session, [job.id])[job.id], with_spec=True)
+    return job_resource(job, jobs_repo.spec_tags(job), with_spec=True)
 
 
 @router.get("/{job_id}/metrics", response_model=dict[str, Series], responses=NOT_FOUND, summary="Metric series")
@@ -217,7 +217,7 @@ def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
         session.refresh(job)
     if job.status in ("succeeded", "failed"):
         raise ProblemError(409, f"the job already {job.status}; there is nothing to cancel", type=types.INVALID_STATE)
-    return job_resource(job, jobs_repo.tags_of(session, [job.id])[job.id], with_spec=True)
+    return job_resource(job, jobs_repo.spec_tags(job), with_spec=True)
 
 
 @router.delete(
@@ -281,7 +281,7 @@ def _replay(first: models.Job, digest: str, key: str, session, response: Respons
         raise refuse_reuse(key, first.id)
     _accepted(response, first.id, settings)
     response.headers["Idempotent-Replayed"] = "true"
-    return job_resource(first, jobs_repo.tags_of(session, [first.id])[first.id], with_spec=True)
+    return job_resource(first, jobs_repo.spec_tags(first), with_spec=True)
 
 
 def _accepted(response: Response, job_id: str, settings: Settings) -> None:

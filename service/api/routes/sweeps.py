@@ -105,7 +105,7 @@ def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, setti
         raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
                            errors=[FieldError(field="grid", message=message, limit=settings.max_sweep_jobs, value=size)])
     try:
-        points = expand_grid(spec.base, spec.grid)
+        points = expand_grid(with_sweep_tags(spec), spec.grid)
     except GridError as error:
         raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
                            errors=[FieldError(field=error.field, message=str(error))]) from None
@@ -120,6 +120,14 @@ def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, setti
     response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/sweeps/{sweep.id}"
     response.headers["Retry-After"] = str(settings.retry_after_s)
     return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+
+
+def with_sweep_tags(spec: SweepSpec) -> dict:
+    """The base spec with the sweep's tags added, so every job carries (and is filtered by) them."""
+    tags = spec.base.get("tags", [])
+    if not spec.tags or not isinstance(tags, list):
+        return spec.base
+    return {**spec.base, "tags": list(dict.fromkeys([*tags, *spec.tags]))}
 
 
 def sweep_resource(sweep: models.Sweep, jobs: list[models.Job]) -> Sweep:

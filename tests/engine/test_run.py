@@ -196,9 +196,10 @@ def test_cli_failed_run_exits_1(tmp_path):
     from ntklab.cli import app
 
     spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps({"data": {"kind": "builtin", "name": "iris", "n_train": 200}, "model": {"hidden": [4]}}))
+    too_wide_a_filter = {"kind": "cnn", "hidden": [4], "kernel_size": 15, "padding": 0}
+    spec_path.write_text(json.dumps({"data": {"kind": "builtin", "name": "digits", "n_train": 16}, "model": too_wide_a_filter}))
     result = CliRunner().invoke(app, ["run", str(spec_path), "--local", "--out", str(tmp_path / "out")])
-    assert result.exit_code == 1 and "data.n_train" in result.output
+    assert result.exit_code == 1 and "model.kernel_size" in result.output
 
 
 

@@ -25,6 +25,14 @@ BIN = Path(sys.executable).parent
 WORKER_READY_LINE = "worker process ready"
 WORKER_READY_TIMEOUT_S = 120
 API_READY_TIMEOUT_S = 60
+QUICK_RECOVERY_SETTINGS = {
+    "NTKLAB_AUTH": "off",
+    "NTKLAB_HEARTBEAT_INTERVAL_S": "0.2",
+    "NTKLAB_HEARTBEAT_STALE_S": "2",
+    "NTKLAB_REAPER_INTERVAL_S": "0.5",
+    "NTKLAB_METRICS_FLUSH_INTERVAL_S": "0.2",
+}
+"""Heartbeats, reaper and metric flushes tuned so a lost worker is noticed within seconds (tests)."""
 
 
 class StackError(RuntimeError):

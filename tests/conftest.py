@@ -17,20 +17,13 @@ from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from ntklab import localstack
-from ntklab.localstack import LocalStack, StackError
+from ntklab.localstack import QUICK_RECOVERY_SETTINGS, LocalStack, StackError
 
 TEST_DATABASE_URL = os.environ.get(
     "NTKLAB_TEST_DATABASE_URL", "postgresql+psycopg://ntklab:ntklab@127.0.0.1:5432/ntklab_test"
 )
 TEST_REDIS_URL = os.environ.get("NTKLAB_TEST_REDIS_URL", "redis://127.0.0.1:6390/0")
 HOW_TO_START = "start the servers with `scripts/services.sh` (make test does) or set NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL"
-FAST_WORKER_SETTINGS = {
-    "NTKLAB_AUTH": "off",
-    "NTKLAB_HEARTBEAT_INTERVAL_S": "0.2",
-    "NTKLAB_HEARTBEAT_STALE_S": "2",
-    "NTKLAB_REAPER_INTERVAL_S": "0.5",
-    "NTKLAB_METRICS_FLUSH_INTERVAL_S": "0.2",
-}
 
 
 # --------------------------------------------------------------------------- servers
@@ -115,7 +108,7 @@ def postgres_redis_stack(postgres_url: str, redis_url: str) -> Iterator[dict[str
 
 
 def stack_settings(database_url: str, broker_url: str, broker_dir: Path | None = None) -> dict[str, str]:
-    settings = FAST_WORKER_SETTINGS | {
+    settings = QUICK_RECOVERY_SETTINGS | {
         "NTKLAB_DATABASE_URL": database_url,
         "NTKLAB_BROKER_URL": broker_url,
         "NTKLAB_QUEUE": f"ntklab-test-{uuid.uuid4().hex[:8]}",

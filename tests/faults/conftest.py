@@ -12,17 +12,10 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from ntklab import localstack
-from ntklab.localstack import LocalStack, StackError, free_port
+from ntklab.localstack import QUICK_RECOVERY_SETTINGS, LocalStack, StackError, free_port
 
 from .servers import PostgresCluster, RedisServer
 
-FAST_WORKER_SETTINGS = {
-    "NTKLAB_AUTH": "off",
-    "NTKLAB_HEARTBEAT_INTERVAL_S": "0.2",
-    "NTKLAB_HEARTBEAT_STALE_S": "2",
-    "NTKLAB_REAPER_INTERVAL_S": "0.5",
-    "NTKLAB_METRICS_FLUSH_INTERVAL_S": "0.2",
-}
 
 
 
@@ -73,7 +66,7 @@ def fault_database(fault_postgres: PostgresCluster) -> Iterator[str]:
 def fault_stack(fault_database: str, fault_redis: RedisServer, tmp_path_factory: pytest.TempPathFactory,
                 request: pytest.FixtureRequest) -> Iterator[LocalStack]:
     """An API and one worker on the fault servers; a module sets `STACK_SETTINGS` to change settings."""
-    settings = FAST_WORKER_SETTINGS | getattr(request.module, "STACK_SETTINGS", {}) | {
+    settings = QUICK_RECOVERY_SETTINGS | getattr(request.module, "STACK_SETTINGS", {}) | {
         "NTKLAB_DATABASE_URL": fault_database,
         "NTKLAB_BROKER_URL": fault_redis.url,
         "NTKLAB_QUEUE": f"ntkfault-{uuid.uuid4().hex[:8]}",

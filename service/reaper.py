@@ -32,8 +32,6 @@ from workers.queue import Broker, default_broker
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
-
 
 def requeue_stale_jobs(
     session: Session, settings: Settings, broker: Broker | None = None, *, database_up_for_s: float = math.inf
@@ -46,7 +44,8 @@ def requeue_stale_jobs(
     broker = broker or default_broker
     now = utcnow()
     stale_before = now - dt.timedelta(seconds=settings.heartbeat_stale_s)
-    dead = _requeue_dead_workers(session, stale_before, now) if database_up_for_s >= settings.heartbeat_stale_s else []
+    judge = database_up_for_s >= settings.heartbeat_stale_s
+    dead = _requeue_dead_workers(session, stale_before, now, settings.max_attempts) if judge else []
     requeued = dead + _lost_messages(session, stale_before, now, broker)
     session.commit()
     published = []
@@ -59,7 +58,7 @@ def requeue_stale_jobs(
     return published
 
 
-def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.datetime) -> list[str]:
+def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.datetime, max_attempts: int) -> list[str]:
     stale = session.execute(
         select(Job.id, Job.heartbeat_at, Job.cancel_requested, Job.attempts).where(
             Job.status == "running", Job.heartbeat_at < stale_before
@@ -69,7 +68,7 @@ def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.d
     for job_id, heartbeat_at, cancel_requested, attempts in stale:
         if cancel_requested:
             values = {"status": "cancelled", "progress_phase": "cancelled", "finished_at": now}
-        elif attempts >= MAX_ATTEMPTS:
+        elif attempts >= max_attempts:
             error = {"type": "WorkerLost", "message": f"the worker died {attempts} times running this job; giving up"}
             values = {"status": "failed", "progress_phase": "failed", "finished_at": now, "error": error}
         else:

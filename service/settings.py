@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = 2.0
     heartbeat_stale_s: float = 30.0
     reaper_interval_s: float = 5.0
+    max_attempts: int = Field(default=3, ge=1, le=100, description="a job whose worker died this many times fails")
     reaper_enabled: bool = Field(default=True, description="run the stale-job reaper inside the API process")
     metrics_flush_interval_s: float = 1.0
     job_time_limit_s: int = 24 * 3600

@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 
 from service.db import make_engine, make_session_factory
 from service.models import Artifact, Job, MetricChunk, utcnow
-from service.reaper import MAX_ATTEMPTS, requeue_stale_jobs
+from service.reaper import requeue_stale_jobs
 from service.settings import Settings
 from workers.celery_app import make_celery
 from workers.job_store import ChunkRow, JobStore, LostJob
@@ -157,7 +157,7 @@ def test_the_reaper_requeues_a_stale_job_exactly_once_even_with_two_reapers(sess
 def test_the_reaper_finishes_stale_jobs_that_were_cancelled_or_failed_too_often(sessions, settings, broker):
     stale = utcnow() - LONG_AGO
     cancelled = new_job(sessions, status="running", attempts=1, heartbeat_at=stale, cancel_requested=True)
-    exhausted = new_job(sessions, status="running", attempts=MAX_ATTEMPTS, heartbeat_at=stale)
+    exhausted = new_job(sessions, status="running", attempts=settings.max_attempts, heartbeat_at=stale)
     with sessions() as session:
         assert requeue_stale_jobs(session, settings, broker) == []
     assert row(sessions, cancelled)["status"] == "cancelled"

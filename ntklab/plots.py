@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workers.engine.fits import PowerLawFit, fit_power_law
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -59,31 +61,21 @@ def job_figure(metrics: Mapping[str, MetricSeries], *, title: str = "", path: st
     return _save(figure, path)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if np.isfinite(value) and value > 0 else None
-
-
-def sweep_points(
+def sweep_fits(
     rows: Sequence[SweepRow], *, x: str, y: str, group_by: Sequence[str]
-) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
-    """Per group: the distinct positive x and the mean of the positive y of succeeded rows at each."""
-    collected: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+) -> dict[tuple, PowerLawFit | None]:
+    """Per group of succeeded rows: the service's power-law fit of y against x (seeds averaged first)."""
+    collected: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
     for row in rows:
-        xv, yv = _number(row.values.get(x)), _number(row.summary.get(y))
-        if row.status == "succeeded" and xv is not None and yv is not None:
-            collected[tuple((path, row.values.get(path)) for path in group_by)][xv].append(yv)
-    return {
-        group: (np.array(sorted(by_x)), np.array([np.mean(by_x[v]) for v in sorted(by_x)]))
-        for group, by_x in collected.items()
-    }
+        if row.status == "succeeded":
+            xs, ys = collected[tuple((path, row.values.get(path)) for path in group_by)]
+            xs.append(_number(row.values.get(x)))
+            ys.append(_number(row.summary.get(y)))
+    return {group: fit_power_law(xs, ys) for group, (xs, ys) in collected.items()}
 
 
-def loglog_slope(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
-    """Least-squares (slope s, intercept a) of log y = a + s·log x."""
-    slope, intercept = np.polyfit(np.log(xs), np.log(ys), 1)
-    return float(slope), float(intercept)
+def _number(value: Any) -> float | None:
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
 
 
 def sweep_figure(
@@ -92,16 +84,15 @@ def sweep_figure(
     """log–log y against x: seed-averaged points per group and the fitted line, slope in the legend."""
     figure = _figure(6.4)
     ax = figure.subplots()
-    for group, (xs, ys) in sorted(sweep_points(rows, x=x, y=y, group_by=group_by).items(), key=repr):
+    for group, fit in sorted(sweep_fits(rows, x=x, y=y, group_by=group_by).items(), key=repr):
+        if fit is None:
+            continue
         name = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group) or y
-        points = ax.plot(xs, ys, "o")[0]
-        if len(xs) >= 2:
-            slope, intercept = loglog_slope(xs, ys)
-            grid = np.geomspace(xs.min(), xs.max(), 50)
-            ax.plot(grid, np.exp(intercept) * grid**slope, "-", color=points.get_color(),
-                    label=f"{name}: slope {slope:+.2f}")
-        else:
-            points.set_label(name)
+        xs = np.array([point.x for point in fit.points])
+        points = ax.plot(xs, [point.y_mean for point in fit.points], "o")[0]
+        grid = np.geomspace(xs.min(), xs.max(), 50)
+        ax.plot(grid, np.exp(fit.intercept) * grid**fit.slope, "-", color=points.get_color(),
+                label=f"{name}: slope {fit.slope:+.2f}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(x)

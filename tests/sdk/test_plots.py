@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ntklab.plots import loglog_slope, sweep_points
+from ntklab.plots import sweep_fits
 from ntklab.resources.jobs import Job, MetricSeries
 from ntklab.resources.sweeps import Sweep
 
@@ -58,19 +58,15 @@ def _sweep(slopes: dict[str, float]) -> Sweep:
     })
 
 
-def test_sweep_points_average_seeds_per_group_and_skip_unfinished():
-    points = sweep_points(_sweep({"identity": -0.5}).table, x="model.hidden.0", y="delta_k_max",
-                          group_by=["model.output_activation"])
-    (group, (xs, ys)), = points.items()
+def test_sweep_fits_average_seeds_per_group_skip_unfinished_and_recover_the_power_law():
+    fits = sweep_fits(_sweep({"identity": -0.5}).table, x="model.hidden.0", y="delta_k_max",
+                      group_by=["model.output_activation"])
+    (group, fit), = fits.items()
     assert group == (("model.output_activation", "identity"),)
+    xs = np.array([point.x for point in fit.points])
     np.testing.assert_allclose(xs, [10, 100, 1000])
-    np.testing.assert_allclose(ys, 2.0 * xs**-0.5)
-
-
-def test_loglog_slope_recovers_a_power_law():
-    xs = np.geomspace(1, 1e4, 7)
-    slope, intercept = loglog_slope(xs, 3.0 * xs**-0.47)
-    assert slope == pytest.approx(-0.47, abs=1e-12) and np.exp(intercept) == pytest.approx(3.0)
+    np.testing.assert_allclose([point.y_mean for point in fit.points], 2.0 * xs**-0.5)
+    assert fit.slope == pytest.approx(-0.5, abs=1e-12) and np.exp(fit.intercept) == pytest.approx(2.0)
 
 
 def test_sweep_plot_has_one_line_per_group_with_its_slope(tmp_path):

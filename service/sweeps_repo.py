@@ -47,13 +47,16 @@ def sweep_jobs(session: Session, sweep_id: str) -> list[Job]:
     return list(session.scalars(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.seq)))
 
 
-def axis_paths(spec: dict) -> list[str]:
-    """The dotted paths the grid sets, linked axes ("a,b") split into their paths."""
-    return [path for axis in spec.get("grid", {}) for path in axis.split(",")]
+def table_paths(spec: dict) -> list[str]:
+    """The dotted paths a row shows: the grid's (linked axes "a,b" split) and every fit's x and group_by,
+    so a fit's axis is in the table even when a linked axis set it (e.g. x = model.hidden.0 of model.hidden)."""
+    grid = [path for axis in spec.get("grid", {}) for path in axis.split(",")]
+    fits = [path for fit in spec.get("fits", []) for path in (fit["x"], *fit.get("group_by", []))]
+    return list(dict.fromkeys(grid + fits))
 
 
 def table(sweep: Sweep, jobs: list[Job]) -> list[SweepRow]:
-    paths = axis_paths(sweep.spec)
+    paths = table_paths(sweep.spec)
     return [
         SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec, job.summary or {})
         for job in jobs

@@ -110,3 +110,10 @@ def test_sweep_tags_are_every_jobs_tags(client):
     assert client.get(f"/v1/jobs/{job_id}").json()["tags"] == ["base", "fig1", "mine"]
     tagged = client.get("/v1/jobs", params={"tag": "fig1", "limit": 50}).json()["data"]
     assert len(tagged) == 12 and all(job["tags"] == ["base", "fig1", "mine"] for job in tagged)
+
+
+def test_rows_carry_each_fits_axes_even_when_a_linked_axis_set_them(client):
+    sweep = client.post("/v1/presets/table1-hessian", json={"scale": "smoke"}).json()
+    row = sweep["table"][0]
+    assert row["values"]["model.hidden.0"] == row["values"]["model.hidden"][0]
+    assert row["values"]["name"] in ("linear head", "swish head", "bottleneck")

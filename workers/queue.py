@@ -51,14 +51,3 @@ class Broker:
 
 default_broker = Broker(app)
 
-
-def enqueue_job(job_id: str) -> None:
-    default_broker.enqueue(job_id)
-
-
-def broker_ok() -> bool:
-    return default_broker.ok()
-
-
-def queue_depth() -> int | None:
-    return default_broker.depth()

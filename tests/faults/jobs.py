@@ -47,13 +47,16 @@ def series(stack: LocalStack, job_id: str) -> dict:
     return answer.json()
 
 
-def training_spec(steps: int, seed: int = 0, hidden: int = 64) -> dict:
-    """Full-batch GD on 16 points for `steps` steps, the kernel every 100 steps, no Hessian."""
+LONG_RUN_STEPS = 200_000
+
+
+def training_spec(steps: int, seed: int = 0, hidden: int = 64, time_budget_s: float | None = None) -> dict:
+    """Full-batch GD on 16 points for `steps` steps (or `time_budget_s`), the kernel every 100 steps, no Hessian."""
     return {
         "name": f"fault-{steps}", "seed": seed,
         "model": {"hidden": [hidden]},
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "classes": 2, "probe": {"n": 4}},
-        "training": {"max_steps": steps, "target_loss": None, "lr": 0.05},
+        "training": {"max_steps": steps, "target_loss": None, "lr": 0.05, "time_budget_s": time_budget_s},
         "diagnostics": {
             "kernel": {"schedule": "every", "every": 100}, "hessian": None,
             "layer_sensitivity": False, "save_kernels": [], "save_weights": False,
@@ -61,9 +64,17 @@ def training_spec(steps: int, seed: int = 0, hidden: int = 64) -> dict:
     }
 
 
-def assert_complete(points: dict, steps: int) -> None:
-    """Each scheduled step of the loss and of the kernel diagnostics exactly once, the last step included."""
+def long_run_spec(time_budget_s: float, seed: int) -> dict:
+    """A job that trains for `time_budget_s` of wall time however fast the machine is, so a
+    test can act while it runs (a fixed step count can finish before the first poll)."""
+    return training_spec(LONG_RUN_STEPS, seed=seed, time_budget_s=time_budget_s)
+
+
+def assert_complete(points: dict, max_steps: int, last_step: int | None = None) -> None:
+    """Each scheduled step up to the last one reached, of the loss and of the kernel
+    diagnostics, exactly once, the last step included (default: the run reached max_steps)."""
     from workers.engine.schedule import loss_steps
 
-    assert points["loss"]["step"] == sorted(loss_steps(steps) | {steps})
-    assert points["delta_k"]["step"] == list(range(0, steps + 1, 100))
+    last = max_steps if last_step is None else last_step
+    assert points["loss"]["step"] == sorted({s for s in loss_steps(max_steps) if s <= last} | {last})
+    assert points["delta_k"]["step"] == sorted(set(range(0, last + 1, 100)) | {last})

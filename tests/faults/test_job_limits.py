@@ -53,12 +53,12 @@ def assert_next_job_runs_on(stack, pool: list[int]) -> None:
 
 def test_a_job_over_its_time_limit_fails_naming_the_limit(fault_stack):
     pool = pool_processes(fault_stack.workers[0])
-    job_id = submit(fault_stack, training_spec(100_000, seed=6, hidden=512))
+    job_id = submit(fault_stack, training_spec(200_000, seed=6, hidden=512, time_budget_s=30 * TIME_LIMIT_S))
     wait_for(fault_stack, job_id, running_past(1), timeout_s=60)
     done = wait_for(fault_stack, job_id, finished, timeout_s=TIME_LIMIT_S + 30)
     assert done["status"] == "failed" and done["error"]["type"] == "TimeLimit"
     assert f"time limit of {TIME_LIMIT_S} s" in done["error"]["message"]
-    assert 0 < done["progress"]["step"] < 100_000
+    assert 0 < done["progress"]["step"] < 200_000
     assert_next_job_runs_on(fault_stack, pool)
 
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-from .jobs import assert_complete, finished, job, running_past, series, submit, training_spec, wait_for
+from .jobs import LONG_RUN_STEPS, assert_complete, finished, job, long_run_spec, running_past, series, submit, training_spec, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
-STEPS = 1500
+RUN_S = 20.0
 WAITING = 4
 
 
 def test_jobs_queued_and_running_survive_a_redis_crash(fault_stack, fault_redis):
-    running = submit(fault_stack, training_spec(STEPS, seed=1))
+    running = submit(fault_stack, long_run_spec(RUN_S, seed=1))
     waiting = [submit(fault_stack, training_spec(20, seed=seed)) for seed in range(WAITING)]
-    wait_for(fault_stack, running, running_past(STEPS // 5), timeout_s=120)
+    wait_for(fault_stack, running, running_past(100), timeout_s=120)
     before = {job_id: job(fault_stack, job_id) for job_id in waiting}
     assert {current["status"] for current in before.values()} == {"queued"}
 
@@ -33,7 +33,8 @@ def test_jobs_queued_and_running_survive_a_redis_crash(fault_stack, fault_redis)
     assert {job_id: (o["status"], o["attempts"]) for job_id, o in outcomes.items()} == {
         job_id: ("succeeded", 1) for job_id in outcomes
     }
-    assert_complete(series(fault_stack, running), STEPS)
+    assert outcomes[running]["summary"]["outcome"] == "time_budget"
+    assert_complete(series(fault_stack, running), LONG_RUN_STEPS, outcomes[running]["summary"]["steps"])
     for job_id in waiting:
         assert outcomes[job_id]["enqueued_at"] > before[job_id]["enqueued_at"], "the reaper published it again"
         assert series(fault_stack, job_id)["loss"]["step"] == list(range(21))

@@ -29,12 +29,13 @@ TINY = {
 N_PROBE, OUTPUTS = 4, 2
 
 
-def long_spec(steps: int, seed: int = 1) -> dict:
+def long_spec(steps: int, seed: int = 1, time_budget_s: float | None = None) -> dict:
+    """GD on 16 points, the kernel every 100 steps: about 0.2 ms a step on a laptop core."""
     return {
         "name": f"e2e-long-{steps}", "seed": seed,
         "model": {"hidden": [64]},
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "classes": 2, "probe": {"n": 4}},
-        "training": {"max_steps": steps, "target_loss": None, "lr": 0.05},
+        "training": {"max_steps": steps, "target_loss": None, "lr": 0.05, "time_budget_s": time_budget_s},
         "diagnostics": {
             "kernel": {"schedule": "every", "every": 100}, "hessian": None,
             "layer_sensitivity": False, "save_kernels": [], "save_weights": False,
@@ -101,13 +102,13 @@ def test_a_tiny_job_runs_to_the_end_with_its_metrics_and_artifacts(live_stack):
 
 
 def test_cancel_stops_a_running_job_within_seconds(live_stack):
-    job_id = submit(live_stack, long_spec(100_000))
+    job_id = submit(live_stack, long_spec(200_000, time_budget_s=120))
     wait_for(live_stack, job_id, lambda j: j["status"] == "running" and j["progress"]["step"] > 0, timeout_s=60)
     asked = time.monotonic()
     assert live_stack.client.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
     done = wait_for(live_stack, job_id, finished, timeout_s=10)
     assert done["status"] == "cancelled" and time.monotonic() - asked < 5
-    assert 0 < done["progress"]["step"] < 100_000
+    assert 0 < done["progress"]["step"] < 200_000
     assert metrics(live_stack, job_id)["loss"]["step"][0] == 0
 
 
@@ -127,8 +128,12 @@ def test_a_job_enqueued_twice_runs_once(live_stack):
 
 
 def test_a_killed_worker_loses_nothing(live_stack):
-    """SIGKILL the worker's process group mid-job; the reaper requeues it and a new worker finishes it."""
-    steps = 4000
+    """SIGKILL the worker's process group mid-job; the reaper requeues it and a new worker finishes it.
+
+    A fixed step count (the retried and the clean run must match step for step), long
+    enough (seconds, not the 0.2 s progress tick) that a fast machine cannot finish it
+    before the test sees it running."""
+    steps = 30_000
     job_id = submit(live_stack, long_spec(steps, seed=2))
     wait_for(live_stack, job_id, lambda j: j["status"] == "running" and j["progress"]["step"] >= steps // 20, timeout_s=120)
     assert len(metrics(live_stack, job_id).get("loss", {"step": []})["step"]) > 0

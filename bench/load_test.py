@@ -1,6 +1,7 @@
 """Load test of the full stack: thousands of tiny jobs from several keys, heavy polling, every job accounted for.
 
-    .venv/bin/python -m bench.load_test [--jobs 2000] [--clients 4] [--workers 2] [--api-processes 2] [--pollers 16]
+    .venv/bin/python -m bench.load_test [--jobs 2000] [--clients 4] [--workers 2] [--api-processes 2]
+                                        [--pollers 16] [--poller httpx|wrk]
 
 Not part of `make test`. Loopback only; bounded by `--timeout-s`. A fresh PostgreSQL database
 and a Redis queue of its own (NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL, as
@@ -8,7 +9,9 @@ and a Redis queue of its own (NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL, 
 ntklab.localstack, with auth on: each client submits its share of jobs (max_steps 0–2, no
 diagnostics) under its own API key, each POST with an Idempotency-Key. A second process
 polls GET /v1/jobs/{id} of submitted jobs with the admin key, `--pollers` requests in
-flight, until every job has finished. Then the database is counted: jobs submitted,
+flight, until every job has finished: a Python one (asyncio + httpx, from the first POST;
+it costs about as much CPU per request as the API does) or `wrk` with bench/poll_jobs.lua
+(from the end of submission, when every id is known; it leaves the cores to the stack). Then the database is counted: jobs submitted,
 succeeded, lost (submitted but absent or not finished), duplicated (rows beyond one per
 idempotency key). Prints a markdown table with the read latencies and the machine.
 """
@@ -17,14 +20,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import os
 import platform
 import random
+import signal
+import subprocess
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -38,6 +45,19 @@ from service.db import make_engine, make_session_factory
 from service.models import Job
 
 FINISHED = ("succeeded", "failed", "cancelled")
+WRK_SCRIPT = Path(__file__).with_name("poll_jobs.lua")
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What the polling process saw: GET /v1/jobs/{id} answers, over how long, latencies in ms."""
+
+    count: int
+    seconds: float
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
 
 
 def tiny_job(index: int) -> dict:
@@ -108,6 +128,31 @@ async def _poll(url, key, ids, done, out, in_flight) -> None:
     np.save(out, np.array([elapsed, errors, *latencies]))
 
 
+def wrk_poller(url: str, key: str, job_ids: list[str], scratch: Path, in_flight: int) -> subprocess.Popen:
+    """Second process, in C: wrk GETs random ids of `job_ids` with `in_flight` connections until
+    SIGINT, then prints its figures as one JSON line (bench/poll_jobs.lua)."""
+    id_file = scratch / "job_ids.txt"
+    id_file.write_text("\n".join(job_ids) + "\n")
+    command = ["wrk", "-t1", f"-c{in_flight}", "-d1h", "--timeout", "30s", "-H", f"X-API-Key: {key}",
+               "-s", str(WRK_SCRIPT), url, "--", str(id_file)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def wrk_figures(reader: subprocess.Popen) -> Reads:
+    """The wrk poller's figures, once SIGINT has stopped it."""
+    reader.send_signal(signal.SIGINT)
+    out, _ = reader.communicate(timeout=60)
+    f = json.loads(out.strip().splitlines()[-1])
+    return Reads(f["requests"], f["duration_us"] / 1e6, f["non_2xx"] + f["socket_errors"],
+                 f["p50_us"] / 1000, f["p99_us"] / 1000, f["max_us"] / 1000)
+
+
+def httpx_figures(latency_file: Path) -> Reads:
+    elapsed, errors, *latencies = np.load(latency_file)
+    ms = np.array(latencies) * 1000
+    return Reads(len(ms), elapsed, int(errors), np.percentile(ms, 50), np.percentile(ms, 99), ms.max())
+
+
 def wait_all_finished(database_url: str, expected: int, timeout_s: float) -> float:
     engine = make_engine(database_url)
     started = time.monotonic()
@@ -155,6 +200,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--api-processes", type=int, default=2, help="uvicorn worker processes serving the API")
     parser.add_argument("--pollers", type=int, default=16, help="GET requests in flight in the polling process")
+    parser.add_argument("--poller", choices=("httpx", "wrk"), default="httpx",
+                        help="the polling process: Python (asyncio + httpx, from the first POST) or wrk "
+                             "(C, needs the wrk binary; from the end of submission, when every id is known)")
     parser.add_argument("--timeout-s", type=float, default=900)
 
     parser.add_argument("--logs", type=Path, default=None, help="keep the stack's logs here (default: a temporary folder)")
@@ -170,8 +218,9 @@ def main() -> None:
                 stack.start_worker()
             ids, done = multiprocessing.Queue(), multiprocessing.Event()
             latency_file = Path(scratch) / "latencies.npy"
-            reader = multiprocessing.Process(target=poller, args=(stack.url, admin, ids, done, latency_file, args.pollers))
-            reader.start()
+            if args.poller == "httpx":
+                reader = multiprocessing.Process(target=poller, args=(stack.url, admin, ids, done, latency_file, args.pollers))
+                reader.start()
             shares = [range(c, args.jobs, args.clients) for c in range(args.clients)]
             began = time.monotonic()
             with ThreadPoolExecutor(args.clients) as pool:
@@ -181,15 +230,21 @@ def main() -> None:
                 results = [f.result() for f in futures]
             submitted = [pair for pairs, _ in results for pair in pairs]
             submit_s = time.monotonic() - began
-            for _, job_id in submitted:
-                ids.put(job_id)
+            if args.poller == "wrk":
+                reader = wrk_poller(stack.url, admin, [job_id for _, job_id in submitted], Path(scratch), args.pollers)
+            else:
+                for _, job_id in submitted:
+                    ids.put(job_id)
             drain_s = wait_all_finished(settings["NTKLAB_DATABASE_URL"], len(submitted), args.timeout_s)
-            done.set()
-            reader.join(timeout=60)
+            if args.poller == "wrk":
+                reads = wrk_figures(reader)
+            else:
+                done.set()
+                reader.join(timeout=60)
+                reads = httpx_figures(latency_file)
             counts = account(settings["NTKLAB_DATABASE_URL"], submitted)
-        elapsed, errors, *latencies = np.load(latency_file)
     post = np.array([s for _, seconds in results for s in seconds]) * 1000
-    reads = np.array(latencies) * 1000
+    polling = "from the end of submission" if args.poller == "wrk" else "from the first submission"
     rows = [
         ("machine", f"{os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} {platform.release()}"),
         ("stack", f"PostgreSQL + Redis, API with {args.api_processes} uvicorn processes, {args.workers} workers, auth on, {args.clients} client keys"),
@@ -198,8 +253,9 @@ def main() -> None:
         ("all finished after", f"{submit_s + drain_s:.1f} s"),
         ("succeeded / lost / duplicated", f"{counts['succeeded']} / {counts['lost']} / {counts['duplicated']}"),
         ("jobs retried (attempts > 1)", str(counts["retried"])),
-        ("reads (GET /v1/jobs/{id})", f"{len(reads)} in {elapsed:.1f} s = {len(reads) / elapsed:.0f}/s, {int(errors)} non-200"),
-        ("read p50 / p99 / max", f"{np.percentile(reads, 50):.1f} / {np.percentile(reads, 99):.1f} / {reads.max():.1f} ms"),
+        (f"reads (GET /v1/jobs/{{id}}, {args.poller}, {args.pollers} in flight, {polling})",
+         f"{reads.count} in {reads.seconds:.1f} s = {reads.count / reads.seconds:.0f}/s, {reads.errors} non-200"),
+        ("read p50 / p99 / max", f"{reads.p50_ms:.1f} / {reads.p99_ms:.1f} / {reads.max_ms:.1f} ms"),
     ]
     print("| measure | value |\n|---|---|")
     for name, value in rows:

@@ -62,10 +62,11 @@ def list_keys() -> None:
 
 @keys_app.command("revoke")
 def revoke(key_id: str = typer.Argument(..., help="the key's id (key_…), as `ntklab keys list` shows it")) -> None:
-    """Revoke a key: its next request is a 401. Its jobs and sweeps stay (the admin key still sees them)."""
+    """Revoke a key: a 401 from each API process once it stops remembering the key (NTKLAB_AUTH_CACHE_S,
+    default 5 s). Its jobs and sweeps stay (the admin key still sees them)."""
     with _session() as session:
         revoked = api_keys.revoke(session, key_id)
     if not revoked:
         console.print(f"no unrevoked key {key_id!r}", style="red")
         raise typer.Exit(1)
-    console.print(f"revoked {key_id}")
+    console.print(f"revoked {key_id}; API processes refuse it within NTKLAB_AUTH_CACHE_S (default 5 s)")

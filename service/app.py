@@ -10,11 +10,12 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from service.api.auth import RESPONSES as AUTH_RESPONSES
+from service.api.auth import KeyCache
 from service.api.deps import current_caller
 from service.api.routes import health, jobs, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.caps import BodySizeLimit
-from service.db import make_engine, make_session_factory
+from service.db import make_engine, make_read_session_factory, make_session_factory
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
 from service.rate_limit import make_rate_limiter
@@ -37,7 +38,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_session_factory(engine)
+    app.state.read_sessions = make_read_session_factory(engine)
     app.state.broker = Broker(make_celery(settings))
+    app.state.key_cache = KeyCache(settings.auth_cache_s)
     app.state.rate_limiter = make_rate_limiter(settings)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)

@@ -8,6 +8,11 @@ recovers by itself after the server restarts. The API sizes its threadpool to it
 opened and closed per request costs PostgreSQL a server process each time, and halved the
 read throughput under load. Each API process holds up to pool_size + MAX_OVERFLOW
 connections (MAX_OVERFLOW for the reaper and the metrics scrape).
+
+Reads (GET and HEAD requests) run on autocommit connections from the same pool: each
+statement is its own transaction, so a read sends no BEGIN and no ROLLBACK — two of the
+five round trips a poll of a job cost. No read needs a snapshot across its statements:
+a job row is one statement, and metric chunks are only ever appended.
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def make_read_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions for requests that only read: autocommit connections (no BEGIN, no ROLLBACK)."""
+    return sessionmaker(bind=engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

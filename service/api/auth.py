@@ -4,11 +4,20 @@ With `auth = off` every request is the `anonymous` owner, as in the embedded def
 `auth = on` a request without a key, with an unknown key or with a revoked key is a 401
 problem carrying `WWW-Authenticate`. A caller owns what it creates (owner = its key id);
 it reads only its own rows, except the admin key, which reads everyone's.
+
+Each API process remembers a key it found valid for `auth_cache_s` (default 5 s), keyed
+by the secret's digest, so a client polling a job costs one database lookup of its key
+every few seconds instead of one per request. The price: a revoked key keeps working for
+up to `auth_cache_s` in each process. Unknown keys are never remembered, so a new key
+works at once.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+
+from cachetools import TTLCache
 
 from sqlalchemy.orm import Session
 from starlette.datastructures import Headers
@@ -43,16 +52,43 @@ class Caller:
 ANONYMOUS_CALLER = Caller(owner=ANONYMOUS)
 
 
-def authenticate(settings: Settings, headers: Headers, session: Session) -> Caller:
+MAX_REMEMBERED_KEYS = 10_000
+
+
+class KeyCache:
+    """Valid keys' callers by the digest of their secret, each kept `ttl_s` (thread-safe)."""
+
+    def __init__(self, ttl_s: float):
+        self._callers: TTLCache[str, Caller] | None = TTLCache(MAX_REMEMBERED_KEYS, ttl_s) if ttl_s > 0 else None
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> Caller | None:
+        if self._callers is None:
+            return None
+        with self._lock:
+            return self._callers.get(digest)
+
+    def put(self, digest: str, caller: Caller) -> None:
+        if self._callers is not None:
+            with self._lock:
+                self._callers[digest] = caller
+
+
+def authenticate(settings: Settings, headers: Headers, session: Session, cache: KeyCache) -> Caller:
     if settings.auth == "off":
         return ANONYMOUS_CALLER
     secret = presented_secret(headers)
     if secret is None:
         raise _unauthorized(f"send an API key in the {KEY_HEADER} header or as Authorization: Bearer <key>")
+    digest = api_keys.digest(secret)
+    if (caller := cache.get(digest)) is not None:
+        return caller
     key = api_keys.find_active(session, secret)
     if key is None:
         raise _unauthorized("the API key is unknown or revoked")
-    return Caller(owner=key.id, is_admin=key.is_admin)
+    caller = Caller(owner=key.id, is_admin=key.is_admin)
+    cache.put(digest, caller)
+    return caller
 
 
 def presented_secret(headers: Headers) -> str | None:

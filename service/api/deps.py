@@ -17,8 +17,13 @@ def app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
 def session(request: Request) -> Iterator[Session]:
-    with request.app.state.sessions() as opened:
+    """One session per request; a GET or HEAD gets an autocommit one (service.db: no BEGIN/ROLLBACK)."""
+    factory = request.app.state.read_sessions if request.method in READ_METHODS else request.app.state.sessions
+    with factory() as opened:
         yield opened
 
 
@@ -28,8 +33,9 @@ def broker(request: Request) -> Broker:
 
 def current_caller(request: Request, session: Annotated[Session, Depends(session)]) -> Caller:
     """The caller's key (401 without a valid one when auth is on), held to its request rate (429)."""
-    caller = authenticate(request.app.state.settings, request.headers, session)
-    request.app.state.rate_limiter.check(caller.owner)
+    state = request.app.state
+    caller = authenticate(state.settings, request.headers, session, state.key_cache)
+    state.rate_limiter.check(caller.owner)
     return caller
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 
 import pytest
 from sqlalchemy import select, update
@@ -75,7 +76,8 @@ def test_the_digests_are_compared_with_compare_digest(secured, monkeypatch):
 # --------------------------------------------------------------------------- 401
 
 
-def test_no_key_a_wrong_key_and_a_revoked_key_are_401(secured):
+def test_no_key_a_wrong_key_and_a_revoked_key_are_401(client_with):
+    secured = client_with(auth="on", auth_cache_s=0)
     headers = new_key(secured, "alice")
     assert_unauthorized(secured.get("/v1/jobs"))
     assert_unauthorized(secured.get("/v1/presets"))
@@ -90,6 +92,29 @@ def test_no_key_a_wrong_key_and_a_revoked_key_are_401(secured):
         assert api_keys.revoke(session, key_id) is False
     assert_unauthorized(secured.get("/v1/jobs", headers=headers))
     assert secured.get("/healthz").status_code == 200, "health probes need no key"
+
+
+def test_a_remembered_key_is_looked_up_again_after_auth_cache_s(client_with):
+    """Within auth_cache_s a process answers a revoked key from memory; after it, 401."""
+    cache_s = 2.0
+    secured = client_with(auth="on", auth_cache_s=cache_s)
+    headers = new_key(secured, "alice")
+    assert secured.get("/v1/jobs", headers=headers).status_code == 200
+    with secured.app.state.sessions() as session:
+        key_id = api_keys.find_active(session, headers["X-API-Key"]).id
+        api_keys.revoke(session, key_id)
+    assert secured.get("/v1/jobs", headers=headers).status_code == 200, "remembered for auth_cache_s"
+    time.sleep(cache_s + 0.1)
+    assert_unauthorized(secured.get("/v1/jobs", headers=headers))
+
+
+def test_an_unknown_key_is_not_remembered(secured):
+    """A key made after a 401 for its secret works at once."""
+    secret = api_keys.make_secret()
+    assert_unauthorized(secured.get("/v1/jobs", headers={"X-API-Key": secret}))
+    with secured.app.state.sessions() as session:
+        api_keys.create_key(session, "late", secret=secret)
+    assert secured.get("/v1/jobs", headers={"X-API-Key": secret}).status_code == 200
 
 
 def test_auth_off_is_the_anonymous_owner(client):

@@ -75,11 +75,15 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+        # the fair claim (workers/fairness.py) and the quota count one owner's running jobs
+        # and find its latest start without reading the owner's finished history
+        Index("ix_jobs_owner_status", "owner", "status"),
+        Index("ix_jobs_owner_started_at", "owner", "started_at"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(40), unique=True, default=lambda: new_id("job"))
-    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS, index=True)
+    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS)
     sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"), index=True)
     name: Mapped[str | None] = mapped_column(String(200))
     spec: Mapped[dict] = mapped_column(JSON)

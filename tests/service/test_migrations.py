@@ -6,7 +6,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from service.db import make_engine
 from service.models import Base
@@ -48,3 +48,28 @@ def test_downgrade_base_removes_every_table(fresh_database, alembic_for):
     command.upgrade(alembic_for(url), "head")
     command.downgrade(alembic_for(url), "base")
     assert table_names(url) == {"alembic_version"}
+
+
+@pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
+def test_each_upgrade_keeps_the_rows_already_stored(fresh_database, alembic_for):
+    """A database made by the first revision, with a job in it, upgraded to head and back."""
+    _, url = fresh_database
+    command.upgrade(alembic_for(url), "0001")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
+                "progress_step, progress_total, progress_phase, created_at) VALUES "
+                "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, 'succeeded', false, 1, 5, 5, 'succeeded', '2026-01-01')"
+            ))
+        command.upgrade(alembic_for(url), "head")
+        assert schema_differences(url) == []
+        command.downgrade(alembic_for(url), "0001")
+        command.upgrade(alembic_for(url), "head")
+        with engine.connect() as connection:
+            kept = connection.execute(text("SELECT owner, status, parameters, spec FROM jobs WHERE id = 'job_kept'")).one()
+    finally:
+        engine.dispose()
+    assert (kept.owner, kept.status, kept.parameters) == ("alice", "succeeded", 7)
+    assert "seed" in str(kept.spec)

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     reaper_enabled: bool = Field(default=True, description="run the stale-job reaper inside the API process")
     metrics_flush_interval_s: float = 1.0
     job_time_limit_s: int = 24 * 3600
+    job_time_limit_grace_s: int = Field(
+        default=60, ge=1, le=3600,
+        description="after job_time_limit_s, how long a job has to stop before its worker process is killed",
+    )
     retry_after_s: int = 2
 
 

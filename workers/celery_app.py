@@ -16,7 +16,6 @@ from service.settings import Settings, get_settings
 
 TASK_NAME = "ntklab.run_job"
 FILESYSTEM_POLL_S = 0.1
-HARD_LIMIT_GRACE_S = 60
 CHILD_START_TIMEOUT_S = 120
 
 
@@ -32,7 +31,7 @@ def filesystem_broker_options(broker_dir: Path) -> dict:
 def broker_transport_options(settings: Settings) -> dict:
     if settings.broker_url.startswith("filesystem://"):
         return filesystem_broker_options(settings.broker_dir)
-    return {"visibility_timeout": settings.job_time_limit_s + 2 * HARD_LIMIT_GRACE_S}
+    return {"visibility_timeout": settings.job_time_limit_s + 2 * settings.job_time_limit_grace_s}
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -52,7 +51,7 @@ def make_celery(settings: Settings) -> Celery:
         worker_concurrency=1,
         worker_proc_alive_timeout=CHILD_START_TIMEOUT_S,
         task_soft_time_limit=settings.job_time_limit_s,
-        task_time_limit=settings.job_time_limit_s + HARD_LIMIT_GRACE_S,
+        task_time_limit=settings.job_time_limit_s + settings.job_time_limit_grace_s,
         worker_send_task_events=False,
         worker_hijack_root_logger=False,
     )

@@ -135,6 +135,19 @@ class JobStore:
                 )
 
 
+    @retry_patiently
+    def fail_running_on(self, worker: str, error: dict) -> list[str]:
+        """Fail the jobs `worker` (a node name) is running, after its process was killed; returns their ids."""
+        now = utcnow()
+        with self.sessions.begin() as session:
+            return list(session.scalars(
+                update(Job).where(Job.worker == worker, Job.status == "running")
+                .values(status="failed", error=error, finished_at=now, heartbeat_at=now,
+                        progress_phase="failed", progress_eta_s=None)
+                .returning(Job.id)
+            ))
+
+
 def _cancel_if_requested(session: Session, job_id: str) -> None:
     session.execute(
         update(Job)

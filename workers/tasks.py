@@ -6,6 +6,13 @@ attempts + 1) that only one worker wins; when nothing is queued (a duplicate del
 cancelled job) the task returns without writing. A new attempt wipes the previous attempt's metric chunks and
 artifacts; the engine is deterministic given the spec's seed, so the retried series has
 every step exactly once. torch is imported in the worker's child process only.
+
+Time limits: at `job_time_limit_s` Celery raises SoftTimeLimitExceeded in the task, which
+fails the job. A job stuck where Python cannot raise (inside one long native call) is
+killed `job_time_limit_grace_s` later by the hard limit; the worker's parent process then
+calls `JobTask.on_failure`, which fails the row this worker node was running (one job per
+node: worker_concurrency = 1), so the reaper does not take the dead attempt for a lost
+worker and run it again.
 """
 
 from __future__ import annotations
@@ -13,11 +20,13 @@ from __future__ import annotations
 import logging
 import socket
 
-from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_process_init
+from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
 
 from api_schemas.spec import JobSpec
+from service.db import make_engine, make_session_factory
 from service.settings import Settings, get_settings
 from workers.celery_app import TASK_NAME, app
 from workers.engine.callbacks import JobCancelled
@@ -35,7 +44,38 @@ def _import_engine_in_child(**_) -> None:
     log.info("worker process ready: engine imported, device %s", worker_device("auto"))
 
 
-@app.task(name=TASK_NAME, bind=True)
+NODE: dict[str, str] = {}
+"""This worker's node name (`-n`, e.g. w0@host), as the parent process knows it."""
+
+
+@celeryd_after_setup.connect
+def _remember_node(sender: str, **_) -> None:
+    NODE["name"] = sender
+
+
+def time_limit_error(settings: Settings, *, killed: bool) -> dict:
+    message = f"time limit of {settings.job_time_limit_s} s exceeded"
+    if killed:
+        message += f"; the job did not stop within {settings.job_time_limit_grace_s} s more, so its process was killed"
+    return {"type": "TimeLimit", "message": message}
+
+
+class JobTask(Task):
+    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
+        """Called in the parent process after the hard time limit killed the pool process."""
+        if isinstance(exc, TimeLimitExceeded) and "name" in NODE:
+            settings = get_settings()
+            engine = make_engine(settings.database_url)  # its own, disposed: the parent forks new pool processes
+            try:
+                failed = JobStore(make_session_factory(engine)).fail_running_on(
+                    NODE["name"], time_limit_error(settings, killed=True)
+                )
+            finally:
+                engine.dispose()
+            log.error("hard time limit: jobs %s failed", failed)
+
+
+@app.task(name=TASK_NAME, bind=True, base=JobTask)
 def run_job(self, job_id: str) -> None:
     """Run the fairly-next queued job; the message's `job_id` is a hint (see workers/fairness.py)."""
     settings = get_settings()
@@ -73,7 +113,7 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         except JobCancelled:
             status, error = "cancelled", None
         except SoftTimeLimitExceeded:
-            status, error = "failed", {"type": "TimeLimit", "message": f"time limit of {settings.job_time_limit_s} s exceeded"}
+            status, error = "failed", time_limit_error(settings, killed=False)
         except Exception as exc:
             log.exception("job %s failed", claim.job_id)
             status, error = "failed", describe_failure(exc)

@@ -4,9 +4,10 @@
 a 429 problem if `adding` more would pass the cap; the caller inserts its jobs and commits
 inside the block. Two submissions of one owner must not both count before either commits,
 so the count-and-insert runs under a per-owner lock: on PostgreSQL a transaction-scoped
-advisory lock (released by the commit, shared by every API process); on SQLite a lock in
-this process (SQLite's embedded default runs one API process; several API processes on one
-SQLite file could still overshoot the cap by the submissions that race).
+advisory lock (released by the commit, shared by every API process); on SQLite the
+database's write lock, taken up front by an UPDATE that changes no row and held until the
+commit (so API processes on one file serialise their submissions), behind a lock in this
+process (so this process's threads queue in memory rather than in SQLite's busy handler).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import hashlib
 import threading
 from collections.abc import Iterator
 
-from sqlalchemy import func, select
+from sqlalchemy import false, func, select, update
 from sqlalchemy.orm import Session
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
 from service import jobs_repo
+from service.models import Job
 from service.problems import ProblemError
 from service.settings import Settings
 
@@ -45,6 +47,7 @@ def _owner_lock(session: Session, owner: str) -> Iterator[None]:
         yield
         return
     with _PROCESS_LOCK:
+        session.execute(update(Job).where(false()).values(seq=Job.seq))
         yield
 
 

@@ -4,6 +4,7 @@ Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     model.hidden.i   width         ≤ max_width
     model            parameters p  ≤ max_parameters   (p counted by arithmetic, nothing allocated)
     data.probe.n     probe points  ≤ max_probe, and kernel entries (n·O)² ≤ max_kernel_entries
+    diagnostics.hessian.iterations  Lanczos basis iterations × p (float64) ≤ max_lanczos_entries
     data.n_train     training points (data.x for inline data) ≤ max_train_points
     data             inline values n·d + n·O ≤ max_inline_values
     training.max_steps             ≤ max_steps
@@ -32,7 +33,7 @@ def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
     parameters = 0
     if not any(violation.field.startswith("model.hidden") for violation in violations):
         parameters, model_violations = _parameter_violations(spec, settings)
-        violations += model_violations
+        violations += model_violations + _lanczos_violations(spec, parameters, settings)
     if violations:
         raise ProblemError(
             422,
@@ -76,6 +77,15 @@ def _kernel_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
     """The tangent kernel on the probe set is (n·O) × (n·O); every job computes it at init."""
     side = spec.data.probe_n() * (spec.model.output_dim or 1)
     return _over("data.probe.n", f"tangent-kernel entries (n·O)² with n·O = {side}", side * side, settings.max_kernel_entries)
+
+
+def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> list[FieldError]:
+    """Lanczos keeps every basis vector (full reorthogonalisation): iterations × p float64 values."""
+    hessian = spec.diagnostics.hessian
+    if hessian is None:
+        return []
+    what = f"Lanczos basis entries (iterations × parameters = {hessian.iterations} × {parameters}, float64)"
+    return _over("diagnostics.hessian.iterations", what, hessian.iterations * parameters, settings.max_lanczos_entries)
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:

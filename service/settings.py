@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     max_width: int = 2_000_000
     max_probe: int = 1024
     max_kernel_entries: int = Field(default=2**24, description="(n·O)² of the probe-set tangent kernel")
+    max_lanczos_entries: int = Field(
+        default=2**31, description="Hessian Lanczos basis, iterations × parameters float64 entries (2^31 = 16 GiB)",
+    )
     max_train_points: int = 100_000
     max_steps: int = 200_000
     max_inline_values: int = 1_000_000

@@ -30,6 +30,7 @@ CAPS = {
     "max_steps": 100,
     "max_inline_values": 20,
     "max_kernel_entries": 1600,
+    "max_lanczos_entries": 10_000,
 }
 
 
@@ -72,8 +73,10 @@ def small(**parts) -> dict:
         (small(training={"max_steps": 101}), "training.max_steps", 100, 101),
         (small(data={"kind": "inline", "x": [[0.0] * 3] * 5, "y": [[0.0] * 2] * 5, "probe": {"n": 2}}), "data", 20, 25),
         (small(data=GAUSSIAN | {"classes": 8, "probe": {"n": 8}}), "data.probe.n", 1600, 4096),
+        (small(diagnostics={"hessian": {"iterations": 64}}), "diagnostics.hessian.iterations", 10_000, 64 * 192),
     ],
-    ids=["width", "parameters", "probe", "default-probe", "train-points", "steps", "inline-values", "kernel-entries"],
+    ids=["width", "parameters", "probe", "default-probe", "train-points", "steps", "inline-values", "kernel-entries",
+         "lanczos-basis"],
 )
 def test_each_cap_is_a_422_naming_field_limit_and_value(capped, spec, field, limit, value):
     body = problem(capped.post("/v1/jobs", json=spec), 422)

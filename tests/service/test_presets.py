@@ -1,7 +1,9 @@
 import pytest
 
+from service.caps import check_spec_caps
 from service.grid import expand_grid, grid_size
 from service.presets import PRESETS, SCALES
+from service.settings import Settings
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -11,6 +13,8 @@ def test_every_preset_expands_to_valid_jobs(name, scale):
     points = expand_grid(sweep.base, sweep.grid)
     assert len(points) == grid_size(sweep.grid) > 0
     assert sweep.tags[-1] == name
+    defaults = Settings()
+    assert all(check_spec_caps(point.spec, defaults) > 0 for point in points), "every job within the default caps"
 
 
 def test_scales_grow():

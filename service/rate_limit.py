@@ -1,7 +1,9 @@
-"""Requests per second per caller: a moving one-second window (the `limits` library) → 429 + Retry-After.
+"""Moving-window limits (the `limits` library) → 429 + Retry-After.
 
-At most `rate_limit_per_s` requests of one caller are accepted in any one-second window;
-the next is refused until the oldest of them leaves the window. The window lives in this
+Two windows: at most `rate_limit_per_s` requests of one key in any one second (the next
+is refused until the oldest leaves the window), and at most `auth_failures_per_minute`
+failed key checks from one client address in any minute (service/api/auth.py: past it,
+keys that address presents are not looked up until the window frees a slot). The window lives in this
 process (memory) for the embedded default, and in Redis when the broker is Redis, so all
 API processes on one Redis share each key's window (the library keeps a list per key and
 trims and counts it atomically in a Lua script). If Redis cannot be reached the request
@@ -14,7 +16,9 @@ import logging
 import math
 import time
 
-from limits import RateLimitItemPerSecond
+from dataclasses import dataclass
+
+from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.storage import RedisStorage, Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
@@ -29,30 +33,63 @@ REDIS_TIMEOUT_S = 0.5
 KEY_PREFIX = "ntklab-rate"
 
 
+@dataclass(frozen=True)
+class Window:
+    """A limit and how its 429 names it: `amount` `what` (setting `setting`), FieldError `field`."""
+
+    item: RateLimitItem
+    enabled: bool
+    what: str
+    field: str
+    setting: str
+
+
+def requests_per_second(per_s: int) -> Window:
+    return Window(RateLimitItemPerSecond(max(per_s, 1), 1), per_s > 0, "requests in one second with this key",
+                  "requests_per_second", "rate_limit_per_s")
+
+
+def auth_failures_per_minute(per_minute: int) -> Window:
+    return Window(RateLimitItemPerMinute(max(per_minute, 1), 1), per_minute > 0,
+                  "failed API key checks in one minute from this address", "auth_failures_per_minute",
+                  "auth_failures_per_minute")
+
+
 class RateLimiter:
-    """`check(owner)` raises a 429 problem when `owner` is over its rate; `per_s = 0` never does."""
+    """Counts hits of one window per identity (a key, an address); a disabled window never refuses."""
 
-    def __init__(self, per_s: int, storage: Storage, namespace: str):
-        self.item = RateLimitItemPerSecond(max(per_s, 1), 1)
-        self.enabled = per_s > 0
+    def __init__(self, window: Window, storage: Storage, namespace: str):
+        self.window = window
         self.limiter = MovingWindowRateLimiter(storage)
-        self.namespace = namespace
+        self.namespace = f"{namespace}:{window.field}"
 
-    def check(self, owner: str) -> None:
-        if not self.enabled:
+    def check(self, identity: str) -> None:
+        """Count a hit; raise the 429 problem if it is over the limit."""
+        self._guarded(lambda: self.limiter.hit(self.window.item, self.namespace, identity), identity)
+
+    def refuse_if_over(self, identity: str) -> None:
+        """Raise the 429 problem if the window is full, without counting a hit."""
+        self._guarded(lambda: self.limiter.test(self.window.item, self.namespace, identity), identity)
+
+    def _guarded(self, allowed_now, identity: str) -> None:
+        if not self.window.enabled:
             return
         try:
-            allowed = self.limiter.hit(self.item, self.namespace, owner)
-            reset_at = None if allowed else self.limiter.get_window_stats(self.item, self.namespace, owner).reset_time
+            allowed = allowed_now()
+            reset_at = None if allowed else self.limiter.get_window_stats(self.window.item, self.namespace, identity).reset_time
         except Exception as error:  # any storage failure: let the request through
             log.warning("rate limiter storage unavailable, request allowed: %s", error)
             return
         if not allowed:
-            raise _too_many(self.item.amount, retry_after_s(reset_at))
+            raise _too_many(self.window, retry_after_s(reset_at))
 
 
 def make_rate_limiter(settings: Settings) -> RateLimiter:
-    return RateLimiter(settings.rate_limit_per_s, storage_for(settings.broker_url), settings.queue)
+    return RateLimiter(requests_per_second(settings.rate_limit_per_s), storage_for(settings.broker_url), settings.queue)
+
+
+def make_auth_failure_limiter(settings: Settings) -> RateLimiter:
+    return RateLimiter(auth_failures_per_minute(settings.auth_failures_per_minute), storage_for(settings.broker_url), settings.queue)
 
 
 def storage_for(broker_url: str) -> Storage:
@@ -73,10 +110,11 @@ def retry_after_s(reset_at: float, now: float | None = None) -> int:
     return max(1, math.ceil(reset_at - (time.time() if now is None else now)))
 
 
-def _too_many(limit: int, retry_after: int) -> ProblemError:
-    message = f"more than {limit} requests in one second with this key (setting rate_limit_per_s)"
+def _too_many(window: Window, retry_after: int) -> ProblemError:
+    limit = window.item.amount
+    message = f"more than {limit} {window.what} (setting {window.setting})"
     return ProblemError(
         429, message + f"; retry after {retry_after} s", type=types.RATE_LIMITED, title="Too many requests",
-        errors=[FieldError(field="requests_per_second", message=message, limit=limit)],
+        errors=[FieldError(field=window.field, message=message, limit=limit)],
         headers={"Retry-After": str(retry_after)},
     )

@@ -32,6 +32,10 @@ class Settings(BaseSettings):
         default=None, description="an admin key with this secret (ntk_…) is made at API start-up if missing"
     )
     rate_limit_per_s: int = Field(default=0, ge=0, description="requests per second per key; 0 = no limit")
+    auth_failures_per_minute: int = Field(
+        default=30, ge=0,
+        description="failed API key checks per client address per minute; past it, that address's keys are not looked up (429); 0 = no limit",
+    )
     auth_cache_s: float = Field(
         default=5.0, ge=0, le=300,
         description="each API process remembers a valid key this long (a revoked key keeps working up to this long); 0 = look up every request",

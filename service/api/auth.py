@@ -10,6 +10,11 @@ by the secret's digest, so a client polling a job costs one database lookup of i
 every few seconds instead of one per request. The price: a revoked key keeps working for
 up to `auth_cache_s` in each process. Unknown keys are never remembered, so a new key
 works at once.
+
+Failed checks are counted per client address: after `auth_failures_per_minute` of them in
+a minute, keys that address presents are refused with a 429 without a database lookup
+(keys it already had remembered still work), so guessing keys or flooding the API with
+bad ones costs the database nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from api_schemas.problems import Problem
 from service import api_keys
 from service.models import ANONYMOUS
 from service.problems import ProblemError
+from service.rate_limit import RateLimiter
 from service.settings import Settings
 
 KEY_HEADER = "X-API-Key"
@@ -34,7 +40,8 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ntklab"'}
 _PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 RESPONSES = {
     401: {**_PROBLEM, "description": "auth is on and the API key is missing, unknown or revoked"},
-    429: {**_PROBLEM, "description": "more requests per second than rate_limit_per_s with this key; Retry-After"},
+    429: {**_PROBLEM, "description": "more requests per second than rate_limit_per_s with this key, or more failed key "
+                                     "checks from this address than auth_failures_per_minute; Retry-After"},
 }
 
 
@@ -74,7 +81,11 @@ class KeyCache:
                 self._callers[digest] = caller
 
 
-def authenticate(settings: Settings, headers: Headers, session: Session, cache: KeyCache) -> Caller:
+def authenticate(
+    settings: Settings, headers: Headers, session: Session, cache: KeyCache, failures: RateLimiter, address: str,
+) -> Caller:
+    """The caller of a request from `address`; a key not remembered is looked up unless that
+    address has used up its failed checks (429), and a failed check counts against it."""
     if settings.auth == "off":
         return ANONYMOUS_CALLER
     secret = presented_secret(headers)
@@ -83,8 +94,10 @@ def authenticate(settings: Settings, headers: Headers, session: Session, cache: 
     digest = api_keys.digest(secret)
     if (caller := cache.get(digest)) is not None:
         return caller
+    failures.refuse_if_over(address)
     key = api_keys.find_active(session, secret)
     if key is None:
+        failures.check(address)
         raise _unauthorized("the API key is unknown or revoked")
     caller = Caller(owner=key.id, is_admin=key.is_admin)
     cache.put(digest, caller)

@@ -34,7 +34,8 @@ def broker(request: Request) -> Broker:
 def current_caller(request: Request, session: Annotated[Session, Depends(session)]) -> Caller:
     """The caller's key (401 without a valid one when auth is on), held to its request rate (429)."""
     state = request.app.state
-    caller = authenticate(state.settings, request.headers, session, state.key_cache)
+    address = request.client.host if request.client else "unknown"
+    caller = authenticate(state.settings, request.headers, session, state.key_cache, state.auth_failures, address)
     state.rate_limiter.check(caller.owner)
     return caller
 

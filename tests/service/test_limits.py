@@ -59,6 +59,26 @@ def test_unknown_keys_are_401_before_they_count(client_with):
     assert client.get("/v1/jobs", headers=alice).status_code == 200
 
 
+def test_failed_key_checks_from_one_address_are_429_past_the_limit_and_remembered_keys_still_work(client_with):
+    client = client_with(auth="on", auth_failures_per_minute=3)
+    alice = new_key(client, "alice")
+    assert client.get("/v1/jobs", headers=alice).status_code == 200
+    wrong = {"X-API-Key": "ntk_" + "x" * 43}
+    assert [client.get("/v1/jobs", headers=wrong).status_code for _ in range(3)] == [401, 401, 401]
+    refused = client.get("/v1/jobs", headers=wrong)
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["errors"][0] | {"message": ""} == {"field": "auth_failures_per_minute", "message": "", "limit": 3}
+    assert client.get("/v1/jobs", headers=alice).status_code == 200, "a key already remembered is not looked up"
+    bob = new_key(client, "bob")
+    assert client.get("/v1/jobs", headers=bob).status_code == 429, "nothing is looked up for this address now"
+
+
+def test_no_failed_check_limit_when_the_setting_is_zero(client_with):
+    client = client_with(auth="on", auth_failures_per_minute=0)
+    assert {client.get("/v1/jobs", headers={"X-API-Key": "ntk_wrong"}).status_code for _ in range(40)} == {401}
+
+
 def test_no_limit_when_the_setting_is_zero(client_with):
     client = client_with(rate_limit_per_s=0)
     assert {client.get("/v1/presets").status_code for _ in range(50)} == {200}

@@ -20,7 +20,6 @@ from ntklab.progress import ProgressBar
 from ntklab.specs import SpecLike, to_body
 
 if TYPE_CHECKING:
-    import httpx
     from matplotlib.figure import Figure
 
     from ntklab.client import AsyncClient, Client
@@ -121,8 +120,9 @@ class Jobs:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def _job(self, response: httpx.Response) -> Job:
-        job = Job.model_validate(response.json())
+    def _job(self, data: dict) -> Job:
+        """A Job bound to this client (so its own methods can call the service)."""
+        job = Job.model_validate(data)
         job._client = self._client
         return job
 
@@ -131,10 +131,10 @@ class Jobs:
         response = self._client._transport.request(
             "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
         )
-        return self._job(response)
+        return self._job(response.json())
 
     def retrieve(self, job: JobRef) -> Job:
-        return self._job(self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}"))
+        return self._job(self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}").json())
 
     def list(
         self,
@@ -149,16 +149,14 @@ class Jobs:
         while True:
             page = self._client._transport.request("GET", "/v1/jobs", params=params).json()
             for item in page["data"]:
-                job = Job.model_validate(item)
-                job._client = self._client
-                yield job
+                yield self._job(item)
             if not page.get("has_more") or not page.get("next"):
                 return
             params = {**params, "after": page["next"]}
 
     def cancel(self, job: JobRef) -> Job:
         """Ask the worker to stop at its next step; the job ends `cancelled` shortly after."""
-        return self._job(self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel"))
+        return self._job(self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel").json())
 
     def delete(self, job: JobRef) -> None:
         self._client._transport.request("DELETE", f"/v1/jobs/{job_id(job)}")
@@ -175,7 +173,7 @@ class Jobs:
         with ProgressBar(job_id(job), enabled=progress) as bar:
             while True:
                 response = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
-                current = self._job(response)
+                current = self._job(response.json())
                 bar.update(current.progress.step, current.progress.total, current.progress.phase, current.progress.eta_s)
                 if current.finished:
                     return _outcome(current)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workers.engine.fit_figure import draw_power_law, log_log_axes
 from workers.engine.fits import PowerLawFit, fit_power_law
 
 if TYPE_CHECKING:
@@ -88,17 +89,7 @@ def sweep_figure(
         if fit is None:
             continue
         name = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group) or y
-        xs = np.array([point.x for point in fit.points])
-        points = ax.plot(xs, [point.y_mean for point in fit.points], "o")[0]
-        grid = np.geomspace(xs.min(), xs.max(), 50)
-        ax.plot(grid, np.exp(fit.intercept) * grid**fit.slope, "-", color=points.get_color(),
-                label=f"{name}: slope {fit.slope:+.2f}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        draw_power_law(ax, fit, f"{name}: slope {fit.slope:+.2f}", error_bars=False)
+    log_log_axes(ax, x=x, y=y, legend_fontsize=8)
     ax.set_title(title)
     return _save(figure, path)

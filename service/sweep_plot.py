@@ -9,9 +9,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
 from service.sweep_analysis import GroupFit, describe  # noqa: E402
+from workers.engine.fit_figure import draw_power_law, log_log_axes  # noqa: E402
 
 MEDIA_TYPES = {"png": "image/png", "svg": "image/svg+xml"}
 
@@ -21,23 +20,9 @@ def render_fits(fits: list[GroupFit], *, x: str, y: str, fmt: Literal["png", "sv
     figure, axes = plt.subplots(figsize=(6.4, 4.4), dpi=110)
     try:
         for group_fit in fits:
-            result = group_fit.result
-            if result is None:
-                continue
-            xs = np.array([p.x for p in result.points])
-            means = np.array([p.y_mean for p in result.points])
-            stds = np.array([p.y_std for p in result.points])
-            line = axes.errorbar(xs, means, yerr=stds, fmt="o", capsize=3)
-            grid = np.geomspace(xs.min(), xs.max(), 50)
-            axes.plot(grid, np.exp(result.intercept) * grid**result.slope, "-", color=line[0].get_color(),
-                      label=describe(group_fit))
-        axes.set_xscale("log")
-        axes.set_yscale("log")
-        axes.set_xlabel(x)
-        axes.set_ylabel(y)
-        axes.grid(True, which="both", alpha=0.3)
-        if axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize=7)
+            if group_fit.result is not None:
+                draw_power_law(axes, group_fit.result, describe(group_fit), error_bars=True)
+        log_log_axes(axes, x=x, y=y, legend_fontsize=7)
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt)

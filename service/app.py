@@ -18,7 +18,7 @@ from service.caps import BodySizeLimit
 from service.db import make_engine, make_read_session_factory, make_session_factory
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
-from service.rate_limit import make_auth_failure_limiter, make_rate_limiter
+from service.rate_limit import make_limiters
 from service.settings import Settings, get_settings
 from workers.celery_app import make_celery
 from workers.queue import Broker
@@ -41,8 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.read_sessions = make_read_session_factory(engine)
     app.state.broker = Broker(make_celery(settings))
     app.state.key_cache = KeyCache(settings.auth_cache_s)
-    app.state.rate_limiter = make_rate_limiter(settings)
-    app.state.auth_failures = make_auth_failure_limiter(settings)
+    app.state.rate_limiter, app.state.auth_failures = make_limiters(settings)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
     for router in (jobs.router, sweeps.router, presets.router):

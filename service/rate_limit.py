@@ -84,12 +84,13 @@ class RateLimiter:
             raise _too_many(self.window, retry_after_s(reset_at))
 
 
-def make_rate_limiter(settings: Settings) -> RateLimiter:
-    return RateLimiter(requests_per_second(settings.rate_limit_per_s), storage_for(settings.broker_url), settings.queue)
-
-
-def make_auth_failure_limiter(settings: Settings) -> RateLimiter:
-    return RateLimiter(auth_failures_per_minute(settings.auth_failures_per_minute), storage_for(settings.broker_url), settings.queue)
+def make_limiters(settings: Settings) -> tuple[RateLimiter, RateLimiter]:
+    """(requests per second per key, failed key checks per minute per address), sharing one storage."""
+    storage = storage_for(settings.broker_url)
+    return (
+        RateLimiter(requests_per_second(settings.rate_limit_per_s), storage, settings.queue),
+        RateLimiter(auth_failures_per_minute(settings.auth_failures_per_minute), storage, settings.queue),
+    )
 
 
 def storage_for(broker_url: str) -> Storage:

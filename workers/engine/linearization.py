@@ -11,34 +11,35 @@ is linear in its weights and undefined (None) at w = w₀.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor
 from torch.func import functional_call, jvp
 
 from workers.engine.activations import apply_head
-from workers.engine.nets import Network, trainable_parameters
+from workers.engine.nets import Network
 
 
-class Linearization:
-    """The Taylor model of `net` around its weights at construction time, on inputs x."""
+def linearization_errors(
+    net: Network, x: Tensor, w0: Mapping[str, Tensor], w: Mapping[str, Tensor]
+) -> dict[str, float | None]:
+    """{"logits": error of f, "outputs": error of φ(f)} at weights w, for the Taylor model around w₀.
 
-    def __init__(self, net: Network, x: Tensor) -> None:
-        self.net = net
-        self.x = x
-        self.w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
+    x [n, …]; w0 and w map each trainable parameter's name to its tensor (same names, same
+    shapes); the net's other parameters are used as they are.
+    """
+    w = {name: t.detach() for name, t in w.items()}
+    delta = {name: w[name] - w0[name] for name in w}
 
-    def errors(self) -> dict[str, float | None]:
-        """{"logits": error of f, "outputs": error of φ(f)} at the network's current weights."""
-        w = {name: p.detach() for name, p in trainable_parameters(self.net).items()}
-        delta = {name: w[name] - self.w0[name] for name in w}
-        with torch.no_grad():
-            (f0, phi0), (df, dphi) = jvp(self._logits_and_outputs, (self.w0,), (delta,))
-            f, phi = self._logits_and_outputs(w)
-        return {"logits": relative_residual(f, f0, df), "outputs": relative_residual(phi, phi0, dphi)}
+    def logits_and_outputs(weights: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        logits = functional_call(net, weights, (x,), strict=False)
+        return logits, apply_head(net.head, logits)
 
-    def _logits_and_outputs(self, weights: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        logits = functional_call(self.net, weights, (self.x,), strict=False)
-        return logits, apply_head(self.net.head, logits)
+    with torch.no_grad():
+        (f0, phi0), (df, dphi) = jvp(logits_and_outputs, (dict(w0),), (delta,))
+        f, phi = logits_and_outputs(w)
+    return {"logits": relative_residual(f, f0, df), "outputs": relative_residual(phi, phi0, dphi)}
 
 
 def relative_residual(f: Tensor, f0: Tensor, df: Tensor) -> float | None:

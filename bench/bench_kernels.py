@@ -32,9 +32,10 @@ import time
 import numpy as np
 import torch
 
+from api_schemas.architecture import count_parameters
 from api_schemas.spec import ModelSpec
 from workers.engine.hessian import _hvp_operator, _PointFunction, lanczos_top_eigenvalues
-from workers.engine.nets import build_network, count_parameters
+from workers.engine.nets import build_network
 from workers.engine.ntk import tangent_kernel
 
 METHODS = ("structured", "jacobian", "ntk_vp", "nngeometry")

@@ -3,10 +3,11 @@ import math
 import pytest
 import torch
 
+from api_schemas.architecture import count_parameters
 from api_schemas.spec import ModelSpec
 from workers.engine.activations import HIDDEN_ACTIVATIONS, apply_head
 from workers.engine.layers import ScaledConv2d, ScaledLinear
-from workers.engine.nets import build_network, count_parameters, trainable_parameters
+from workers.engine.nets import build_network, trainable_parameters
 
 SPECS = [
     (dict(hidden=[16, 3, 16], activation=["relu", "identity", "tanh"], output_dim=3), (5,)),

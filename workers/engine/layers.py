@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from api_schemas.architecture import conv_output_size
+
 
 class ScaledLinear(nn.Module):
     """z = c · x Wᵀ + β · b with raw parameters W [out, in] and b [out]."""
@@ -97,11 +99,6 @@ class ScaledConv2d(nn.Module):
             f"{self.in_channels}->{self.out_channels}, k={self.kernel_size}, stride={self.stride}, "
             f"padding={self.padding}, bias={self.bias is not None}, c={self.weight_multiplier:.4g}"
         )
-
-
-def conv_output_size(size: int, kernel_size: int, stride: int, padding: int) -> int:
-    """⌊(size + 2·padding − k) / stride⌋ + 1 (may be ≤ 0 for a kernel larger than the padded input)."""
-    return (size + 2 * padding - kernel_size) // stride + 1
 
 
 SCALED_LAYERS = (ScaledLinear, ScaledConv2d)

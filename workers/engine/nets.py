@@ -21,47 +21,22 @@ Biases are b ~ N(0, 1) with multiplier 1. Weights are drawn in float64 from a CP
 torch.Generator seeded with `seed`, layer by layer (weight, then bias), then cast, so a
 seed gives the same network on every device and dtype. `train_output_layer=False`
 freezes the readout (requires_grad False).
+
+The layer sizes and the parameter count come from api_schemas.architecture (arithmetic on
+the spec, shared with the service's caps); this module builds and initialises the layers.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from api_schemas.architecture import LayerPlan, plan_network
 from api_schemas.spec import ModelSpec
 from workers.engine.activations import apply_head, hidden_activation
-from workers.engine.layers import ScaledConv2d, ScaledLinear, conv_output_size
-
-
-@dataclass(frozen=True)
-class LayerPlan:
-    """One affine layer: a convolution when kernel_size > 0, else fully connected."""
-
-    in_size: int
-    out_size: int
-    activation: str | None
-    kernel_size: int = 0
-    stride: int = 1
-    padding: int = 0
-    residual: bool = False
-
-    @property
-    def fan_in(self) -> int:
-        return self.in_size * max(self.kernel_size, 1) ** 2
-
-    def parameters(self, bias: bool) -> int:
-        return self.out_size * self.fan_in + (self.out_size if bias else 0)
-
-
-@dataclass(frozen=True)
-class NetworkPlan:
-    hidden: tuple[LayerPlan, ...]
-    readout: LayerPlan
-    image_shape: tuple[int, int, int] | None
-    pool: str | None
+from workers.engine.layers import ScaledConv2d, ScaledLinear
 
 
 class Stage(nn.Module):
@@ -133,90 +108,6 @@ class Network(nn.Module):
         if h.dim() == 2:
             return h
         return h.mean(dim=(2, 3)) if self.pool == "global_avg" else h.flatten(1)
-
-
-def plan_network(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
-    """The layers a spec describes, by arithmetic only; raises ValueError naming the field at fault."""
-    if model.output_dim is None:
-        raise ValueError("model.output_dim is required to build a network (fill it from the data)")
-    if model.kind == "mlp":
-        return _plan_mlp(model, input_shape)
-    if model.kind == "cnn":
-        return _plan_cnn(model, _image_shape(model, input_shape))
-    return _plan_resnet(model, input_shape)
-
-
-def _plan_mlp(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
-    sizes = [math.prod(input_shape), *model.hidden]
-    hidden = tuple(
-        LayerPlan(sizes[l], sizes[l + 1], act) for l, act in enumerate(model.activations())
-    )
-    return NetworkPlan(hidden, LayerPlan(sizes[-1], model.output_dim, None), None, None)
-
-
-def _plan_cnn(model: ModelSpec, image: tuple[int, int, int]) -> NetworkPlan:
-    channels, height, width = image
-    hidden = []
-    for out_channels, act in zip(model.hidden, model.activations()):
-        hidden.append(LayerPlan(channels, out_channels, act, model.kernel_size, model.stride, model.padding))
-        channels = out_channels
-        height, width = _conv_size(model, height, width, len(hidden))
-    return NetworkPlan(tuple(hidden), _readout(model, channels, height, width), image, model.readout)
-
-
-def _plan_resnet(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
-    width = model.hidden[0]
-    if any(h != width for h in model.hidden):
-        raise ValueError(f"model.hidden must hold one width for a resnet, got {model.hidden}")
-    acts = model.activations()
-    block_acts = [acts[min(b + 1, len(acts) - 1)] for b in range(model.blocks)]
-    if model.block == "fc":
-        first = LayerPlan(math.prod(input_shape), width, acts[0])
-        blocks = [LayerPlan(width, width, act, residual=True) for act in block_acts]
-        return NetworkPlan((first, *blocks), LayerPlan(width, model.output_dim, None), None, None)
-    if model.kernel_size % 2 == 0:
-        raise ValueError(f"model.kernel_size must be odd for a conv resnet ('same' padding), got {model.kernel_size}")
-    image = _image_shape(model, input_shape)
-    first = LayerPlan(image[0], width, acts[0], model.kernel_size, model.stride, model.padding)
-    height, width_px = _conv_size(model, image[1], image[2], 1)
-    k = model.kernel_size
-    blocks = [LayerPlan(width, width, act, k, 1, k // 2, residual=True) for act in block_acts]
-    return NetworkPlan((first, *blocks), _readout(model, width, height, width_px), image, model.readout)
-
-
-def _readout(model: ModelSpec, channels: int, height: int, width: int) -> LayerPlan:
-    features = channels if model.readout == "global_avg" else channels * height * width
-    return LayerPlan(features, model.output_dim, None)
-
-
-def _conv_size(model: ModelSpec, height: int, width: int, layer: int) -> tuple[int, int]:
-    out_h = conv_output_size(height, model.kernel_size, model.stride, model.padding)
-    out_w = conv_output_size(width, model.kernel_size, model.stride, model.padding)
-    if out_h < 1 or out_w < 1:
-        raise ValueError(
-            f"model.kernel_size {model.kernel_size} (stride {model.stride}, padding {model.padding}) maps the "
-            f"{height}×{width} input of conv layer {layer} to {out_h}×{out_w}; each layer needs at least 1×1"
-        )
-    return out_h, out_w
-
-
-def _image_shape(model: ModelSpec, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
-    if model.input_shape is not None:
-        shape = tuple(model.input_shape)
-    elif len(input_shape) == 3:
-        shape = tuple(input_shape)
-    else:
-        raise ValueError("model.input_shape (C, H, W) is required for a convolutional model on flat inputs")
-    if math.prod(shape) != math.prod(input_shape):
-        raise ValueError(f"model.input_shape {list(shape)} does not hold inputs of shape {list(input_shape)}")
-    return shape  # type: ignore[return-value]
-
-
-def count_parameters(model: ModelSpec, input_shape: tuple[int, ...]) -> int:
-    """Trainable parameters of the network the spec describes, by arithmetic (nothing is allocated)."""
-    plan = plan_network(model, input_shape)
-    hidden = sum(layer.parameters(model.bias) for layer in plan.hidden)
-    return hidden + (plan.readout.parameters(model.bias) if model.train_output_layer else 0)
 
 
 def build_network(

@@ -1,0 +1,80 @@
+"""The API process never imports torch: the parameter count and every cap are arithmetic on the spec.
+
+A fresh interpreter imports the app and the caps, checks a few specs (mlp, cnn, conv resnet,
+and two that break a cap) and reports what it found and whether torch got imported. The
+counts are checked against p = Σ_l out_l·fan_in_l + out_l·[bias] written out by hand here;
+tests/engine/test_nets.py checks the same arithmetic against the built torch networks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SPECS = {
+    # d = 4 → 8 → O = 2: (4·8 + 8) + (8·2 + 2)
+    "mlp": ({"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}, 58),
+    # digits 1×8×8, k = 3, 'same' padding: (1·9·4 + 4) + (4·9·6 + 6) + (6·8·8·10 + 10)
+    "cnn": (
+        {"model": {"kind": "cnn", "hidden": [4, 6], "readout": "flatten"}, "data": {"kind": "builtin", "name": "digits"}},
+        40 + 222 + 3850,
+    ),
+    # first conv (1·9·4 + 4), two blocks 2·(4·9·4 + 4), global-average readout (4·10 + 10)
+    "resnet_conv": (
+        {
+            "model": {"kind": "resnet", "block": "conv", "hidden": [4], "blocks": 2},
+            "data": {"kind": "builtin", "name": "digits"},
+        },
+        40 + 296 + 50,
+    ),
+}
+REFUSED = {
+    "too_wide": {"model": {"hidden": [100_000]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}},
+    "kernel_too_large": {
+        "model": {"kind": "cnn", "hidden": [3], "kernel_size": 9, "padding": 0},
+        "data": {"kind": "builtin", "name": "digits"},
+    },
+}
+
+PROGRAM = """
+import json, sys
+from api_schemas.spec import JobSpec
+from config.settings import Settings
+import service.app
+import service.caps
+from service.problems import ProblemError
+
+specs, refused = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+settings = Settings(max_width=10_000)
+counts, fields = {}, {}
+for name, body in specs.items():
+    counts[name] = service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
+for name, body in refused.items():
+    try:
+        service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
+    except ProblemError as error:
+        fields[name] = [e.field for e in error.problem.errors]
+torch = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
+print(json.dumps({"counts": counts, "fields": fields, "torch": torch}))
+"""
+
+
+def test_caps_count_parameters_without_importing_torch():
+    bodies = json.dumps({name: body for name, (body, _) in SPECS.items()})
+    answer = subprocess.run(
+        [sys.executable, "-c", PROGRAM, bodies, json.dumps(REFUSED)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert answer.returncode == 0, answer.stderr
+    report = json.loads(answer.stdout.strip().splitlines()[-1])
+    assert report["torch"] == [], "the API path imported torch"
+    assert report["counts"] == {name: count for name, (_, count) in SPECS.items()}
+    assert report["fields"] == {"too_wide": ["model.hidden.0"], "kernel_too_large": ["model.kernel_size"]}

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
+from workers.engine.activations import apply_head
 from workers.engine.callbacks import JobCancelled, NullCallbacks
 from workers.engine.data import load_data
 from workers.engine.nets import build_network
@@ -104,6 +105,24 @@ def test_cross_entropy_is_the_same_for_softmax_and_identity_heads():
     assert ce.item() == pytest.approx(reference.item(), rel=1e-6)
 
 
+def swish_max_slope() -> float:
+    """L = sup_z d/dz z·σ(z), worked out here rather than copied from the code.
+
+    The slope σ(z)(1 + z(1 − σ(z))) peaks where its own derivative σ(1 − σ)(2 − z·tanh(z/2))
+    vanishes: z·tanh(z/2) = 2, bisected in float64. The peak of autograd's derivative of the
+    engine's swish head over a fine float64 grid must be the same number."""
+    lo, hi = 1.0, 4.0  # z·tanh(z/2) − 2 is increasing on z > 0: < 0 at 1, > 0 at 4
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mid * math.tanh(mid / 2) < 2 else (lo, mid)
+    sigma = 1 / (1 + math.exp(-lo))
+    peak = sigma * (1 + lo * (1 - sigma))
+    z = torch.linspace(-10, 10, 200_001, dtype=torch.float64, requires_grad=True)
+    (slopes,) = torch.autograd.grad(apply_head("swish", z).sum(), z)
+    assert slopes.max().item() == pytest.approx(peak, rel=1e-9)
+    return peak
+
+
 def test_auto_lr_is_one_over_the_top_eigenvalue_of_the_gauss_newton_hessian():
     spec, data, net = setup()
     net = net.double()
@@ -115,4 +134,4 @@ def test_auto_lr_is_one_over_the_top_eigenvalue_of_the_gauss_newton_hessian():
         lambda p: torch.func.functional_call(net, p, (x,)))(params).values()], dim=2).reshape(x.shape[0] * 2, -1)
     gauss_newton = J.T @ J / len(x)
     assert lr == pytest.approx(1.0 / torch.linalg.eigvalsh(gauss_newton)[-1].item(), rel=1e-9)
-    assert auto_lr(lam, len(x), head="swish", loss="mse") == pytest.approx(lr / 1.0998393**2)
+    assert auto_lr(lam, len(x), head="swish", loss="mse") == pytest.approx(lr / swish_max_slope() ** 2, rel=1e-6)

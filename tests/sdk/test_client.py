@@ -3,11 +3,17 @@
 The server keeps one job per Idempotency-Key, answers scripted faults (a status with an
 optional Retry-After, a delay, or a fault *after* the job was stored — the lost-response
 case), validates specs with the real JobSpec and answers problem+json like the service.
+Every body it sends is built by the wire contract's own models (api_schemas.resources and
+.problems) and dumped as the service dumps them, never typed out by hand: a field the
+contract adds, drops, renames or retypes breaks this server too. A handler that raises
+(a model refusing what it is given) fails the test that made the request, with that error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import functools
 import io
 import socket
 import threading
@@ -25,11 +31,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api_schemas.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem
+from api_schemas.resources import Job, JobError, JobPage, Progress, Series
 from api_schemas.spec import JobSpec
 from ntklab import errors
 from ntklab.client import AsyncClient, Client
 
 TOTAL_STEPS = 3
+CREATED = dt.datetime(2025, 1, 1, 12, tzinfo=dt.UTC)
 
 
 @dataclass
@@ -47,6 +56,7 @@ class FlakyService:
     faults: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
     requests: list[tuple[str, str, dict, float]] = field(default_factory=list)
     poll_retry_after: str | None = None
+    crashes: list[Exception] = field(default_factory=list)
 
     def inject(self, route: str, *faults: Fault) -> None:
         self.faults[route].extend(faults)
@@ -62,6 +72,17 @@ class FlakyService:
             await asyncio.sleep(fault.delay_s)
         return fault
 
+    def _keeping_crashes(self, handler):
+        @functools.wraps(handler)
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as crash:
+                self.crashes.append(crash)
+                raise
+
+        return handle
+
     def app(self) -> Starlette:
         async def record(request: Request) -> None:
             self.requests.append((request.method, request.url.path, dict(request.headers), time.monotonic()))
@@ -75,7 +96,7 @@ class FlakyService:
             try:
                 spec = JobSpec.model_validate(body)
             except ValidationError as exc:
-                fields = [{"field": ".".join(map(str, e["loc"])), "message": e["msg"]} for e in exc.errors()]
+                fields = [FieldError(field=".".join(map(str, e["loc"])), message=e["msg"]) for e in exc.errors()]
                 return _problem(422, "Invalid job spec", errors=fields)
             key = request.headers.get("idempotency-key")
             if key not in self.job_by_key:
@@ -107,15 +128,16 @@ class FlakyService:
             start = ids.index(after) + 1 if after else 0
             page = ids[start:start + limit]
             has_more = start + limit < len(ids)
-            return JSONResponse({"data": [_public(self.jobs[i]) for i in page], "has_more": has_more,
-                                 "next": page[-1] if has_more else None})
+            answer = JobPage(data=[_resource(self.jobs[i]) for i in page], has_more=has_more,
+                             next=page[-1] if has_more else None)
+            return JSONResponse(answer.model_dump(mode="json"))
 
         async def metrics(request: Request) -> Response:
             await record(request)
-            series = {"loss": {"step": [0, 1, 2], "value": [1.0, 0.5, None]}, "delta_k": {"step": [0, 2], "value": [0.0, 0.1]}}
+            series = {"loss": Series(step=[0, 1, 2], value=[1.0, 0.5, None]), "delta_k": Series(step=[0, 2], value=[0.0, 0.1])}
             names = request.query_params.get("names")
             wanted = names.split(",") if names else list(series)
-            return JSONResponse({name: series[name] for name in wanted if name in series})
+            return JSONResponse({name: series[name].model_dump(mode="json") for name in wanted if name in series})
 
         async def artifact(request: Request) -> Response:
             await record(request)
@@ -130,12 +152,15 @@ class FlakyService:
             return JSONResponse(_public(job), status_code=202)
 
         return Starlette(routes=[
-            Route("/v1/jobs", create, methods=["POST"]),
-            Route("/v1/jobs", listing, methods=["GET"]),
-            Route("/v1/jobs/{job_id}", retrieve, methods=["GET"]),
-            Route("/v1/jobs/{job_id}/metrics", metrics, methods=["GET"]),
-            Route("/v1/jobs/{job_id}/artifacts/{name}", artifact, methods=["GET"]),
-            Route("/v1/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+            Route(path, self._keeping_crashes(handler), methods=[method])
+            for method, path, handler in [
+                ("POST", "/v1/jobs", create),
+                ("GET", "/v1/jobs", listing),
+                ("GET", "/v1/jobs/{job_id}", retrieve),
+                ("GET", "/v1/jobs/{job_id}/metrics", metrics),
+                ("GET", "/v1/jobs/{job_id}/artifacts/{name}", artifact),
+                ("POST", "/v1/jobs/{job_id}/cancel", cancel),
+            ]
         ])
 
 
@@ -150,27 +175,30 @@ def _advance(job: dict) -> None:
         job["status"] = "running"
 
 
-def _public(job: dict) -> dict:
-    """The job as api_schemas.resources.Job shapes it."""
+def _resource(job: dict) -> Job:
+    """The job as the contract's Job model holds it (a missing, unknown or mistyped field raises here)."""
     step = min(job["polls"], TOTAL_STEPS)
-    now = "2025-01-01T12:00:00Z"
-    return {
-        "id": job["id"], "object": "job", "name": job["name"], "status": job["status"], "tags": [],
-        "sweep_id": None, "parameters": 42, "attempts": 1 if job["polls"] else 0, "device": "cpu",
-        "cancel_requested": job["status"] == "cancelled",
-        "progress": {"step": step, "total": TOTAL_STEPS, "phase": "train", "eta_s": float(TOTAL_STEPS - step)},
-        "summary": {"delta_k_max": 0.1} if job["status"] == "succeeded" else None,
-        "error": {"type": "diverged", "message": "diverged badly"} if job["status"] == "failed" else None,
-        "created_at": now, "enqueued_at": now, "started_at": now if job["polls"] else None,
-        "finished_at": None, "spec": None,
-    }
+    return Job(
+        id=job["id"], name=job["name"], status=job["status"], tags=[], sweep_id=None, parameters=42,
+        attempts=1 if job["polls"] else 0, device="cpu", cancel_requested=job["status"] == "cancelled",
+        progress=Progress(step=step, total=TOTAL_STEPS, phase="train", eta_s=float(TOTAL_STEPS - step)),
+        summary={"delta_k_max": 0.1} if job["status"] == "succeeded" else None,
+        error=JobError(type="diverged", message="diverged badly") if job["status"] == "failed" else None,
+        created_at=CREATED, enqueued_at=CREATED, started_at=CREATED if job["polls"] else None,
+        finished_at=None, spec=None,
+    )
 
 
-def _problem(status: int, title: str, *, detail: str | None = None, errors: list | None = None,
+def _public(job: dict) -> dict:
+    """The job's JSON, dumped from the model as the service's response_model=Job dumps it."""
+    return _resource(job).model_dump(mode="json")
+
+
+def _problem(status: int, title: str, *, detail: str | None = None, errors: list[FieldError] | None = None,
              retry_after: str | None = None) -> Response:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail or title, "errors": errors or []}
+    body = Problem(title=title, status=status, detail=detail or title, errors=errors).body()
     headers = {"Retry-After": retry_after} if retry_after else {}
-    return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
+    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
 @pytest.fixture
@@ -189,6 +217,8 @@ def service():
     yield state
     server.should_exit = True
     thread.join(timeout=5)
+    if state.crashes:
+        raise state.crashes[0]
 
 
 def _client(service, **kwargs) -> Client:

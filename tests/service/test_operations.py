@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, update
 
+from config.settings import Settings
 from service.app import create_app
-from service.models import Job, utcnow
-from service.settings import Settings
+from store.models import Job, utcnow
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 UNREACHABLE = {
@@ -101,29 +101,45 @@ def test_openapi_documents_every_body_with_examples_that_are_accepted(client):
         assert answer.status_code == 202, (name, answer.text)
 
 
-def test_the_lifespan_runs_the_reaper_when_enabled(client_with, db, monkeypatch):
-    client = client_with(reaper_enabled=True, heartbeat_stale_s=0.5, reaper_interval_s=0.1)
-    broker = client.app.state.broker
-    monkeypatch.setattr("service.reaper.default_broker", broker)
-    job_id = client.post("/v1/jobs", json=SMALL).json()["id"]
-    stale = utcnow() - dt.timedelta(seconds=60)
-    db.execute(update(Job).where(Job.id == job_id).values(status="running", attempts=1, heartbeat_at=stale))
-    db.commit()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        db.expire_all()
-        if db.scalar(select(Job.status).where(Job.id == job_id)) == "queued":
-            break
-        time.sleep(0.1)
-    assert db.scalar(select(Job.status).where(Job.id == job_id)) == "queued"
-    assert broker.depth() == 2, "the requeued job was published again"
+# Short enough that an enabled reaper judges heartbeats within a second (its first passes judge
+# nothing until the database has been reachable for heartbeat_stale_s), so that a disabled one
+# waiting out REAPER_WINDOW_S, several times that, shows it really stayed off.
+FAST_REAPER = {"heartbeat_stale_s": 0.5, "reaper_interval_s": 0.1}
+REAPER_WINDOW_S = 4.0
 
 
-def test_the_reaper_stays_off_when_disabled(client, db):
+def status_after_a_stale_heartbeat(client, db) -> tuple[str, float]:
+    """Mark a fresh job `running` with a heartbeat an hour old; poll until the reaper moves it or
+    REAPER_WINDOW_S passes. Returns its status and the seconds waited."""
     job_id = client.post("/v1/jobs", json=SMALL).json()["id"]
     stale = utcnow() - dt.timedelta(seconds=3600)
     db.execute(update(Job).where(Job.id == job_id).values(status="running", attempts=1, heartbeat_at=stale))
     db.commit()
-    time.sleep(0.5)
+    started = time.monotonic()
+    while time.monotonic() - started < REAPER_WINDOW_S:
+        db.expire_all()
+        if db.scalar(select(Job.status).where(Job.id == job_id)) != "running":
+            break
+        time.sleep(0.05)
     db.expire_all()
-    assert db.scalar(select(Job.status).where(Job.id == job_id)) == "running"
+    return db.scalar(select(Job.status).where(Job.id == job_id)), time.monotonic() - started
+
+
+def test_the_lifespan_runs_the_reaper_when_enabled(client_with, db):
+    """The control for the test below: the same job, settings and window, reaper on → requeued in time."""
+    client = client_with(reaper_enabled=True, **FAST_REAPER)
+    broker = client.app.state.broker
+    assert broker.depth() == 0
+    status, waited = status_after_a_stale_heartbeat(client, db)
+    assert status == "queued", f"the enabled reaper did not requeue the job within {REAPER_WINDOW_S} s"
+    assert waited < REAPER_WINDOW_S / 2, f"requeued only after {waited:.1f} s: the window below proves too little"
+    assert broker.depth() == 2, "the requeued job was published again"
+
+
+def test_the_reaper_stays_off_when_disabled(client_with, db):
+    client = client_with(reaper_enabled=False, **FAST_REAPER)
+    broker = client.app.state.broker
+    status, waited = status_after_a_stale_heartbeat(client, db)
+    assert status == "running", "a reaper ran although reaper_enabled is false"
+    assert waited >= REAPER_WINDOW_S
+    assert broker.depth() == 1, "nothing published the job again"

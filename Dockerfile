@@ -12,8 +12,8 @@ RUN case "$TORCH_VARIANT" in cpu|cu12[0-9]) ;; *) echo "TORCH_VARIANT must be cp
 
 WORKDIR /app
 COPY . .
-RUN pip install . && useradd --system --home-dir /app ntklab && mkdir -p var && chown ntklab var
+RUN pip install '.[server,worker]' && useradd --system --home-dir /app ntklab && mkdir -p var && chown ntklab var
 USER ntklab
 
 EXPOSE 8000
-CMD ["uvicorn", "service.app:app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["uvicorn", "--factory", "service.app:create_app", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,5 +1,6 @@
 # The README's commands. `make up`: the embedded stack (SQLite + filesystem broker) on
-# loopback; `make test`: the whole suite, with PostgreSQL and Redis started by scripts/services.sh.
+# loopback; `make test`: the import-layering contracts (lint-imports), then the whole suite,
+# with PostgreSQL and Redis started by scripts/services.sh.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -17,7 +18,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[all,dev]'
 	touch $@
 
 up: $(STAMP)
@@ -25,6 +26,7 @@ up: $(STAMP)
 
 test: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
+	$(VENV)/bin/lint-imports; \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -9,9 +9,9 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from service.db import is_sqlite, make_engine
-from service.models import Base
-from service.settings import get_settings
+from config.settings import Settings
+from store.db import is_sqlite, make_engine
+from store.models import Base
 
 config = context.config
 if config.config_file_name is not None and not config.attributes.get("keep_logging"):
@@ -22,7 +22,7 @@ def database_url() -> str:
     return (
         context.get_x_argument(as_dictionary=True).get("url")
         or config.attributes.get("url")
-        or get_settings().database_url
+        or Settings().database_url
     )
 
 

@@ -1,4 +1,10 @@
-"""The `ntklab` command line."""
+"""The `ntklab` command line.
+
+The client commands (submit, status, wait, metrics, artifact, cancel, list, sweep, preset,
+`run` against a service) need only `pip install ntklab`. The server commands (up, migrate,
+worker, keys, `run --local`) import their parts when run, and say which extra to install
+when it is missing.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from api_schemas.spec import JobSpec
 from ntklab import client as ntklab_client
 from ntklab import errors
 from ntklab.admin import keys_app
+from ntklab.extras import needs
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Tangent-kernel and Hessian diagnostics.")
 err = Console(stderr=True)
@@ -48,6 +55,7 @@ def run_command(
             field = ".".join(str(part) for part in error["loc"]) or "(spec)"
             err.print(f"[red]{field}[/red]: {error['msg']}")
         raise typer.Exit(2)
+    needs("worker", purpose="ntklab run --local")
     from ntklab.local import run_local
 
     try:
@@ -57,10 +65,6 @@ def run_command(
         raise typer.Exit(1)
     s = result.summary
     err.print(f"{s['outcome']} after {s['steps']} steps: loss {s['final_loss']}, delta_k_max {s['delta_k_max']} → {out}")
-
-
-if __name__ == "__main__":
-    app()
 
 
 # ----------------------------------------------------------------------------- service commands (SDK)
@@ -259,6 +263,30 @@ def up(
 
     With no NTKLAB_* settings this is the embedded default: SQLite in var/ and a filesystem
     broker, no servers needed. NTKLAB_DATABASE_URL / NTKLAB_BROKER_URL select the full stack."""
+    needs("server", "worker", purpose="ntklab up")
     from ntklab.serve import serve
 
     raise typer.Exit(serve(host, port, workers, api_processes))
+
+
+@app.command()
+def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to.")) -> None:
+    """Upgrade the database of the settings (NTKLAB_DATABASE_URL) with the migrations shipped in the package."""
+    needs("server", purpose="ntklab migrate")
+    from config.settings import Settings
+    from store.migrate import upgrade
+
+    upgrade(Settings().database_url, revision)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def worker(context: typer.Context) -> None:
+    """Run one worker node on NTKLAB_QUEUE (one job at a time); other options go to `celery worker` (e.g. -n gpu0@%h)."""
+    needs("server", "worker", purpose="ntklab worker")
+    from workers.main import main as worker_main
+
+    worker_main(context.args)
+
+
+if __name__ == "__main__":
+    app()

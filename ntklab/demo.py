@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ntklab.client import Client
-from ntklab.localstack import REPO, LocalStack, embedded_settings
+from ntklab.localstack import LocalStack, embedded_settings
 from ntklab.resources.sweeps import Sweep
 
 DEMO_PRESETS = ("fig1-width", "fig2-bottleneck", "table1-hessian")
@@ -218,7 +218,7 @@ def main() -> None:
     args = parser.parse_args()
     console = Console()
     args.out.mkdir(parents=True, exist_ok=True)
-    root = REPO / "var" / "demo"
+    root = Path("var") / "demo"
     shutil.rmtree(root, ignore_errors=True)
     started = time.monotonic()
     settings = embedded_settings(root) | {"OMP_NUM_THREADS": "1", "NTKLAB_AUTH": "off"}

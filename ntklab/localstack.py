@@ -20,7 +20,6 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 WORKER_READY_LINE = "worker process ready"
 WORKER_READY_TIMEOUT_S = 120
@@ -46,13 +45,13 @@ def clean_env(settings: dict[str, str]) -> dict[str, str]:
 
 
 def migrate(database_url: str) -> None:
-    """`alembic upgrade head` in a subprocess, so the settings it reads are exactly these."""
+    """`ntklab migrate` in a subprocess, so the settings it reads are exactly these."""
     done = subprocess.run(
-        [str(BIN / "alembic"), "upgrade", "head"], cwd=REPO, env=clean_env({"NTKLAB_DATABASE_URL": database_url}),
+        [str(BIN / "ntklab"), "migrate"], env=clean_env({"NTKLAB_DATABASE_URL": database_url}),
         capture_output=True, text=True, timeout=120,
     )
     if done.returncode:
-        raise StackError(f"alembic upgrade head failed on {database_url}:\n{done.stdout}\n{done.stderr}")
+        raise StackError(f"ntklab migrate failed on {database_url}:\n{done.stdout}\n{done.stderr}")
 
 
 def embedded_settings(root: Path) -> dict[str, str]:
@@ -108,20 +107,18 @@ class LocalStack:
     def start_api(self) -> None:
         if self.api is not None and self.api.poll() is None:
             raise StackError(f"this stack's API already runs on port {self.port}")
-        command = [str(BIN / "uvicorn"), "service.app:app", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--workers", str(self.api_processes)]
+        command = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--workers", str(self.api_processes)]
         self.api = self._spawn(command, "api")
         wait_until(self._api_ready, API_READY_TIMEOUT_S, f"API never answered /healthz; see {self.logs}/api.log",
                    alive=self.api)
 
     def start_worker(self) -> subprocess.Popen:
-        """A `celery worker` like the one `make up` starts; returns once its pool process imported the engine."""
+        """A worker node like the one `make up` starts (`python -m workers`); returns once its pool process
+        imported the engine. Its queue is the stack's NTKLAB_QUEUE."""
         name = f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h"
-        command = [
-            str(BIN / "celery"), "-A", "workers.celery_app", "worker", "--concurrency=1",
-            "-Q", self.settings["NTKLAB_QUEUE"], "-n", name, "--loglevel=INFO",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ]
+        command = [sys.executable, "-m", "workers", "-n", name, "--without-gossip", "--without-mingle",
+                   "--without-heartbeat"]
         log = f"worker{len(self.workers)}"
         worker = self._spawn(command, log)
         self.workers.append(worker)
@@ -151,7 +148,7 @@ class LocalStack:
 
     def _spawn(self, command: list[str], log: str) -> subprocess.Popen:
         with open(self.logs / f"{log}.log", "wb") as out:
-            return subprocess.Popen(command, cwd=REPO, env=clean_env(self.settings), stdout=out,
+            return subprocess.Popen(command, env=clean_env(self.settings), stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
 
     def _api_ready(self) -> bool:

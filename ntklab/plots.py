@@ -1,26 +1,25 @@
-"""Figures for a job (ΔK(t), loss, weight change) and a sweep (log–log with fitted slopes).
+"""Figures for a job (ΔK(t), loss, weight change) and a sweep (the service's power-law fits on log–log axes).
 
 matplotlib is imported only when a figure is drawn. Figures are built with the
 object-oriented API (no pyplot state), returned, and saved when a path is given; the
-format follows the path's suffix (.png, .svg, .pdf).
+format follows the path's suffix (.png, .svg, .pdf). A sweep's figure draws the fits the
+service returned with the service's own drawing (analysis.fit_figure): no scipy, no re-fit.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workers.engine.fit_figure import draw_power_law, log_log_axes
-from workers.engine.fits import PowerLawFit, fit_power_law
+from analysis.fit_figure import fits_figure
+from api_schemas.sweeps import FitResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from ntklab.resources.jobs import MetricSeries
-    from ntklab.resources.sweeps import SweepRow
 
 JOB_PANELS = (
     ("ΔK(t) = ‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F", ("delta_k",)),
@@ -62,34 +61,35 @@ def job_figure(metrics: Mapping[str, MetricSeries], *, title: str = "", path: st
     return _save(figure, path)
 
 
-def sweep_fits(
-    rows: Sequence[SweepRow], *, x: str, y: str, group_by: Sequence[str]
-) -> dict[tuple, PowerLawFit | None]:
-    """Per group of succeeded rows: the service's power-law fit of y against x (seeds averaged first)."""
-    collected: dict[tuple, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for row in rows:
-        if row.status == "succeeded":
-            xs, ys = collected[tuple((path, row.values.get(path)) for path in group_by)]
-            xs.append(_number(row.values.get(x)))
-            ys.append(_number(row.summary.get(y)))
-    return {group: fit_power_law(xs, ys) for group, (xs, ys) in collected.items()}
-
-
-def _number(value: Any) -> float | None:
-    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
-
-
 def sweep_figure(
-    rows: Sequence[SweepRow], *, x: str, y: str, group_by: Sequence[str] = (), title: str = "", path: str | None = None
+    fits: Sequence[FitResult | Mapping[str, Any]],
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    title: str = "",
+    path: str | None = None,
 ) -> Figure:
-    """log–log y against x: seed-averaged points per group and the fitted line, slope in the legend."""
-    figure = _figure(6.4)
-    ax = figure.subplots()
-    for group, fit in sorted(sweep_fits(rows, x=x, y=y, group_by=group_by).items(), key=repr):
-        if fit is None:
-            continue
-        name = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group) or y
-        draw_power_law(ax, fit, f"{name}: slope {fit.slope:+.2f}", error_bars=False)
-    log_log_axes(ax, x=x, y=y, legend_fontsize=8)
-    ax.set_title(title)
-    return _save(figure, path)
+    """The service's fits of y against x, drawn as the service draws them (analysis.fit_figure); nothing is re-fitted.
+
+    x and y default to the first fit's; ValueError, naming the fits there are, when none is of y against x."""
+    chosen = fits_of([_fit(fit) for fit in fits], x=x, y=y)
+    return _save(fits_figure(chosen, x=chosen[0].x, y=chosen[0].y, title=title), path)
+
+
+def fits_of(fits: Sequence[FitResult], *, x: str | None, y: str | None) -> list[FitResult]:
+    """Every group of the first fit whose x and y match those given (None matches any), as the service's plot picks it."""
+    wanted = next(((fit.x, fit.y, fit.group_by) for fit in fits if x in (None, fit.x) and y in (None, fit.y)), None)
+    if wanted is None:
+        have = ", ".join(dict.fromkeys(f"{fit.y} against {fit.x}" for fit in fits)) or "none"
+        raise ValueError(
+            f"the sweep has no fit of {y or 'any y'} against {x or 'any x'} (its fits: {have}); "
+            "client.sweeps.plot_image(sweep_id, x=..., y=...) has the service fit and draw any pair"
+        )
+    return [fit for fit in fits if (fit.x, fit.y, fit.group_by) == wanted]
+
+
+def _fit(fit: FitResult | Mapping[str, Any]) -> FitResult:
+    """A fit as the service returned it, model or dict; keys a newer service adds are ignored."""
+    if isinstance(fit, FitResult):
+        return fit
+    return FitResult.model_validate({key: fit[key] for key in FitResult.model_fields if key in fit})

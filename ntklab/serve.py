@@ -1,7 +1,9 @@
-"""`ntklab up` / `make up`: migrate, then run the API and celery workers in the foreground.
+"""`ntklab up` / `make up`: migrate, then run the API and worker(s) in the foreground.
 
-The processes inherit this environment (so NTKLAB_* settings apply to all of them) and write
-to this terminal; Ctrl-C (or SIGTERM) stops them all.
+Works from any folder with the server and worker extras installed: the migrations ship
+inside the package, and the embedded default keeps its SQLite file and broker folder in
+`./var`. The processes inherit this environment (so NTKLAB_* settings apply to all of
+them) and write to this terminal; Ctrl-C (or SIGTERM) stops them all.
 """
 
 from __future__ import annotations
@@ -12,30 +14,35 @@ import sys
 import time
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
+from config.settings import Settings
+from store.migrate import upgrade
 
-from ntklab.localstack import REPO
-from service.settings import get_settings
+FIRST_JOB = '{"model": {"hidden": [512], "output_activation": "swish"}, "training": {"max_steps": 500}}'
 
-BIN = Path(sys.executable).parent
+
+def api_command(host: str, port: int, api_processes: int) -> list[str]:
+    """uvicorn serving the app factory (nothing is built when service.app is imported)."""
+    return [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", host, "--port", str(port),
+            "--workers", str(api_processes)]
+
+
+def worker_command(name: str) -> list[str]:
+    """One worker node (workers/main.py): one pool process on the settings' queue."""
+    return [sys.executable, "-m", "workers", "-n", name]
 
 
 def serve(host: str, port: int, workers: int, api_processes: int = 1) -> int:
-    settings = get_settings()
+    settings = Settings()
     if settings.database_url.startswith("sqlite:///"):
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    command.upgrade(Config(str(REPO / "alembic.ini")), "head")
-    api = [str(BIN / "uvicorn"), "service.app:app", "--host", host, "--port", str(port), "--workers", str(api_processes)]
-    processes = [subprocess.Popen(api, cwd=REPO)]
+    upgrade(settings.database_url)
+    processes = [subprocess.Popen(api_command(host, port, api_processes))]
     for index in range(workers):
-        processes.append(subprocess.Popen(
-            [str(BIN / "celery"), "-A", "workers.celery_app", "worker", "--concurrency=1", "-Q", settings.queue,
-             "-n", f"worker{index}@%h", "--loglevel=INFO"], cwd=REPO))
+        processes.append(subprocess.Popen(worker_command(f"worker{index}@%h")))
     url = f"http://{host}:{port}"
     print(f"\nntklab is starting: API docs at {url}/docs", flush=True)
-    print(f"submit a job:  curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/json' "
-          f"-d @examples/quickstart.json", flush=True)
+    print(f"submit a job:  curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/json' -d '{FIRST_JOB}'",
+          flush=True)
     print("Ctrl-C stops the API and the worker(s).\n", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     crashed = False

@@ -1,4 +1,8 @@
-"""The FastAPI application: `create_app(settings)` for tests and tools, `app` for `uvicorn service.app:app`."""
+"""The FastAPI application factory: `create_app(settings)`; `uvicorn --factory service.app:create_app` serves it.
+
+Nothing is built at import time: the factory reads one `Settings` (from the environment
+when none is given) and builds the engine, sessions, broker and limiters from it.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +13,18 @@ from collections.abc import AsyncIterator
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
+from config.settings import Settings
 from service.api.auth import RESPONSES as AUTH_RESPONSES
 from service.api.auth import KeyCache
 from service.api.deps import current_caller
 from service.api.routes import health, jobs, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.caps import BodySizeLimit
-from service.db import make_engine, make_read_session_factory, make_session_factory
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
 from service.rate_limit import make_limiters
-from service.settings import Settings, get_settings
-from workers.celery_app import make_celery
-from workers.queue import Broker
+from store.db import make_engine, make_read_session_factory, make_session_factory
+from workers.queue import make_broker
 
 DESCRIPTION = """\
 Neural-tangent-kernel and Hessian diagnostics as a service. Submit a job spec (a network,
@@ -32,14 +35,14 @@ artifacts. Errors are RFC 9457 `application/problem+json`.
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
+    settings = settings or Settings()
     engine = make_engine(settings.database_url, pool_size=settings.database_pool_size)
     app = FastAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan)
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_session_factory(engine)
     app.state.read_sessions = make_read_session_factory(engine)
-    app.state.broker = Broker(make_celery(settings))
+    app.state.broker = make_broker(settings)
     app.state.key_cache = KeyCache(settings.auth_cache_s)
     app.state.rate_limiter, app.state.auth_failures = make_limiters(settings)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
@@ -58,7 +61,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.database_pool_size
     warn_if_open(settings)
     ensure_bootstrap_admin(settings, app.state.sessions)
-    reaper = asyncio.create_task(_reaper(settings)) if settings.reaper_enabled else None
+    reaper = asyncio.create_task(_reaper(app)) if settings.reaper_enabled else None
     try:
         yield
     finally:
@@ -69,10 +72,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine.dispose()
 
 
-async def _reaper(settings: Settings) -> None:
+async def _reaper(app: FastAPI) -> None:
     from service.reaper import reaper_loop
 
-    await reaper_loop(settings)
-
-
-app = create_app()
+    await reaper_loop(app.state.settings, app.state.sessions, app.state.broker)

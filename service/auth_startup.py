@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import api_keys
-from service.db import is_sqlite
-from service.settings import Settings
+from config.settings import Settings
+from store import api_keys
+from store.db import is_sqlite
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,11 @@ Active jobs (429): queued + running jobs of one owner < max_queued_jobs_per_key 
 from __future__ import annotations
 
 from api_schemas import problems as types
+from api_schemas.architecture import count_parameters
 from api_schemas.problems import FieldError
 from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
+from config.settings import Settings
 from service.problems import ProblemError, problem_response, summarize
-from service.settings import Settings
 
 
 def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
@@ -89,8 +90,6 @@ def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> l
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:
-    from workers.engine.nets import count_parameters
-
     input_shape = spec.image_shape() or (input_dim(spec.data),)
     try:
         parameters = count_parameters(spec.model, input_shape)

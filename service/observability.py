@@ -15,8 +15,8 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import jobs_repo
-from service.models import JOB_STATUSES
+from store import jobs_repo
+from store.models import JOB_STATUSES
 from workers.queue import Broker
 
 log = logging.getLogger(__name__)

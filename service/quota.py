@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
-from service import jobs_repo
-from service.models import Job
+from config.settings import Settings
 from service.problems import ProblemError
-from service.settings import Settings
+from store import jobs_repo
+from store.models import Job
 
 _PROCESS_LOCK = threading.Lock()
 

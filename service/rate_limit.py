@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-
 from dataclasses import dataclass
 
 from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
@@ -24,8 +23,8 @@ from limits.strategies import MovingWindowRateLimiter
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
+from config.settings import Settings
 from service.problems import ProblemError
-from service.settings import Settings
 
 log = logging.getLogger(__name__)
 

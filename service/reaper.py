@@ -24,24 +24,23 @@ import math
 import time
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from service.models import Job, utcnow
-from service.settings import Settings
-from workers.queue import Broker, default_broker
+from config.settings import Settings
+from store.models import Job, utcnow
+from workers.queue import Broker
 
 log = logging.getLogger(__name__)
 
 
 def requeue_stale_jobs(
-    session: Session, settings: Settings, broker: Broker | None = None, *, database_up_for_s: float = math.inf
+    session: Session, settings: Settings, broker: Broker, *, database_up_for_s: float = math.inf
 ) -> list[str]:
     """Requeue jobs whose worker died and republish queued jobs the broker lost; returns their ids.
 
     Running jobs are judged only when the database has been reachable for `database_up_for_s`
     ≥ `heartbeat_stale_s`; before that a stale heartbeat may just be a write the outage refused.
     """
-    broker = broker or default_broker
     now = utcnow()
     stale_before = now - dt.timedelta(seconds=settings.heartbeat_stale_s)
     judge = database_up_for_s >= settings.heartbeat_stale_s
@@ -112,17 +111,16 @@ def _same(column, value):
     return column.is_(None) if value is None else column == value
 
 
-async def reaper_loop(settings: Settings) -> None:
-    """Run `requeue_stale_jobs` every `reaper_interval_s` until cancelled; errors are logged, not fatal."""
-    from workers.job_store import session_factory
+async def reaper_loop(settings: Settings, sessions: sessionmaker[Session], broker: Broker) -> None:
+    """Run `requeue_stale_jobs` every `reaper_interval_s` until cancelled; errors are logged, not fatal.
 
-    sessions = session_factory(settings)
+    `sessions` and `broker` are the API process's own (app.state), not a second set."""
     reached_since: float | None = None
     while True:
         try:
             started = time.monotonic()
             up_for = 0.0 if reached_since is None else started - reached_since
-            await asyncio.to_thread(_reap_once, sessions, settings, up_for)
+            await asyncio.to_thread(_reap_once, sessions, settings, broker, up_for)
             reached_since = reached_since or started
         except Exception as error:
             reached_since = None
@@ -130,6 +128,6 @@ async def reaper_loop(settings: Settings) -> None:
         await asyncio.sleep(settings.reaper_interval_s)
 
 
-def _reap_once(sessions, settings: Settings, database_up_for_s: float) -> list[str]:
+def _reap_once(sessions, settings: Settings, broker: Broker, database_up_for_s: float) -> list[str]:
     with sessions() as session:
-        return requeue_stale_jobs(session, settings, database_up_for_s=database_up_for_s)
+        return requeue_stale_jobs(session, settings, broker, database_up_for_s=database_up_for_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.settings import Settings
+from config.settings import Settings
+from workers.main import worker_argv
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()
@@ -41,9 +43,9 @@ def test_the_app_starts_after_healthy_servers_and_a_finished_migration(name):
     }
 
 
-def test_migrate_runs_alembic_once_after_postgres_is_healthy():
+def test_migrate_runs_the_packaged_migrations_once_after_postgres_is_healthy():
     migrate = SERVICES["migrate"]
-    assert migrate["command"] == ["alembic", "upgrade", "head"]
+    assert migrate["command"] == ["ntklab", "migrate"]
     assert migrate["restart"] == "no"
     assert migrate["depends_on"]["postgres"] == {"condition": "service_healthy"}
 
@@ -54,16 +56,19 @@ def test_the_gpu_worker_reserves_one_gpu_and_runs_one_job_at_a_time_on_the_api_q
     assert device["driver"] == "nvidia" and device["count"] == 1 and device["capabilities"] == ["gpu"]
     for name in ("worker", "worker-cpu"):
         command = SERVICES[name]["command"]
-        assert command[:4] == ["celery", "-A", "workers.celery_app", "worker"]
-        assert "--concurrency=1" in command
-        assert command[command.index("-Q") + 1] == SERVICES[name]["environment"]["NTKLAB_QUEUE"]
+        assert command[:2] == ["ntklab", "worker"] and "-Q" not in command and "--concurrency" not in " ".join(command)
+        settings = Settings(queue=SERVICES[name]["environment"]["NTKLAB_QUEUE"])
+        argv = worker_argv(settings, command[2:])
+        assert argv[0] == "worker" and "--concurrency=1" in argv
+        assert argv[argv.index("-Q") + 1] == SERVICES[name]["environment"]["NTKLAB_QUEUE"]
     assert "deploy" not in SERVICES["worker-cpu"]
 
 
 def test_the_commands_name_real_modules():
-    assert SERVICES["api"]["command"][1] == "service.app:app"
-    for module in ("service.app", "workers.celery_app"):
-        assert importlib.util.find_spec(module) is not None, module
+    command = SERVICES["api"]["command"]
+    assert command[:3] == ["uvicorn", "--factory", "service.app:create_app"]
+    assert callable(importlib.import_module("service.app").create_app)
+    assert importlib.util.find_spec("workers.main") is not None
 
 
 def test_auth_is_on_and_every_setting_the_app_gets_is_a_real_one():

@@ -3,7 +3,8 @@
 `filesystem://` (the embedded default) keeps messages as files under `settings.broker_dir`
 and is polled every 0.1 s; `redis://` is the full stack, with a visibility timeout longer
 than the longest allowed job so Redis never hands a running job to a second worker.
-Nothing here imports torch: the worker's parent process never touches CUDA.
+Nothing here imports torch (the worker's parent process never touches CUDA), and nothing is
+built at import time: `make_celery(settings)` is called by the app factory and the worker entry.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from celery import Celery
 
-from service.settings import Settings, get_settings
+from config.settings import Settings
 
 TASK_NAME = "ntklab.run_job"
 FILESYSTEM_POLL_S = 0.1
@@ -35,7 +36,9 @@ def broker_transport_options(settings: Settings) -> dict:
 
 
 def make_celery(settings: Settings) -> Celery:
-    app = Celery("ntklab", broker=settings.broker_url, include=["workers.tasks"])
+    """A Celery app configured from `settings`, with no task registered: enough to publish jobs
+    (the API). The worker adds the job task with `workers.tasks.register` (see workers/main.py)."""
+    app = Celery("ntklab", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         broker_transport_options=broker_transport_options(settings),
         broker_connection_retry_on_startup=True,
@@ -57,5 +60,3 @@ def make_celery(settings: Settings) -> Celery:
     )
     return app
 
-
-app = make_celery(get_settings())

@@ -14,9 +14,9 @@ import logging
 import threading
 import time
 
+from store.job_store import ChunkRow, Claim, JobStore, LostJob
 from workers.engine.callbacks import Progress
 from workers.engine.result import finite_or_none
-from workers.job_store import ChunkRow, Claim, JobStore, LostJob
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,8 @@
-"""What the service needs from the broker: send a job, is the broker up, how many are waiting."""
+"""What the service needs from the broker: send a job, is the broker up, how many are waiting.
+
+This module is the API's only door into `workers` (an import-linter contract says so): it
+publishes task messages by name and never imports the task, the engine or torch.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import logging
 
 from celery import Celery, group
 
-from workers.celery_app import TASK_NAME, app
+from config.settings import Settings
+from workers.celery_app import TASK_NAME, make_celery
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +20,7 @@ PROBE_TIMEOUT_S = 2.0
 
 
 class Broker:
-    """The job queue of one Celery app (the process-wide one unless a test builds its own)."""
+    """The job queue of one Celery app."""
 
     def __init__(self, celery: Celery):
         self.celery = celery
@@ -49,5 +54,8 @@ class Broker:
             return None
 
 
-default_broker = Broker(app)
+
+def make_broker(settings: Settings) -> Broker:
+    """The broker of `settings` (filesystem:// or redis://), ready to publish to `settings.queue`."""
+    return Broker(make_celery(settings))
 

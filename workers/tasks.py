@@ -20,23 +20,30 @@ from __future__ import annotations
 import logging
 import socket
 
-from celery import Task
+from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
 
 from api_schemas.spec import JobSpec
-from service.db import make_engine, make_session_factory
-from service.settings import Settings, get_settings
-from workers.celery_app import TASK_NAME, app
+from config.settings import Settings
+from store.db import make_engine, make_session_factory
+from store.job_store import ChunkRow, Claim, JobStore, LostJob
+from workers.celery_app import TASK_NAME
 from workers.engine.callbacks import JobCancelled
 from workers.heartbeat import MAX_CHUNK_POINTS, JobReporter, SeriesBuffer
-from workers.job_store import ChunkRow, Claim, JobStore, LostJob, session_factory
 
 log = logging.getLogger(__name__)
 
 
-@worker_process_init.connect
+def register(app: Celery, settings: Settings) -> Task:
+    """Add the job task to `app`, bound to `settings`, and the worker's process signals."""
+    worker_process_init.connect(_import_engine_in_child, weak=False, dispatch_uid="ntklab.import_engine")
+    celeryd_after_setup.connect(_remember_node, weak=False, dispatch_uid="ntklab.remember_node")
+    return app.task(name=TASK_NAME, bind=True, base=JobTask, settings=settings)(run_job)
+
+
 def _import_engine_in_child(**_) -> None:
     """Pay torch's import when the child starts, not when the first job arrives."""
     import workers.engine.run  # noqa: F401
@@ -48,7 +55,6 @@ NODE: dict[str, str] = {}
 """This worker's node name (`-n`, e.g. w0@host), as the parent process knows it."""
 
 
-@celeryd_after_setup.connect
 def _remember_node(sender: str, **_) -> None:
     NODE["name"] = sender
 
@@ -61,10 +67,22 @@ def time_limit_error(settings: Settings, *, killed: bool) -> dict:
 
 
 class JobTask(Task):
+    """The job task's class: `settings` is set by `register`; sessions are made in the process that runs."""
+
+    settings: Settings
+    _sessions: sessionmaker[Session] | None = None
+
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        """Sessions of this (pool) process, made on first use: an engine never crosses a fork."""
+        if self._sessions is None:
+            self._sessions = make_session_factory(make_engine(self.settings.database_url))
+        return self._sessions
+
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
         """Called in the parent process after the hard time limit killed the pool process."""
         if isinstance(exc, TimeLimitExceeded) and "name" in NODE:
-            settings = get_settings()
+            settings = self.settings
             engine = make_engine(settings.database_url)  # its own, disposed: the parent forks new pool processes
             try:
                 failed = JobStore(make_session_factory(engine)).fail_running_on(
@@ -75,11 +93,10 @@ class JobTask(Task):
             log.error("hard time limit: jobs %s failed", failed)
 
 
-@app.task(name=TASK_NAME, bind=True, base=JobTask)
-def run_job(self, job_id: str) -> None:
-    """Run the fairly-next queued job; the message's `job_id` is a hint (see workers/fairness.py)."""
-    settings = get_settings()
-    store = JobStore(session_factory(settings))
+def run_job(self: JobTask, job_id: str) -> None:
+    """Run the fairly-next queued job; the message's `job_id` is a hint (see store/fairness.py)."""
+    settings = self.settings
+    store = JobStore(self.sessions)
     worker = self.request.hostname or socket.gethostname()
     claim = store.claim_next(job_id, worker=worker, device_for=lambda spec: worker_device(spec.get("device", "auto")))
     if claim is None:

@@ -7,9 +7,8 @@ Create Date: 2026-11-21 21:10:19.292462
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0001'

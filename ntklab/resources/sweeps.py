@@ -41,17 +41,18 @@ class Sweep(wire.Sweep):
         """The table flattened: one dict per job with job_id, status, grid values and summary."""
         return [{"job_id": row.job_id, "status": row.status, **row.values, **row.summary} for row in self.table]
 
-    def plot(self, x: str, y: str, *, group_by: list[str] | None = None, path: str | None = None) -> Figure:
-        """log–log y against x, one least-squares line per group with its slope in the legend.
+    def plot(self, x: str | None = None, y: str | None = None, *, path: str | None = None) -> Figure:
+        """The service's fits of y against x on log–log axes, drawn as GET /v1/sweeps/{id}/plot draws them:
+        per group its seed-averaged points ± std, its line y = e^intercept · x^slope and its verdict.
 
-        `group_by` defaults to the grouping of the sweep's fit of (x, y), if it asked for one.
+        Nothing is re-fitted here: the figure is `fits` as the service returned them. x and y
+        default to the first fit's (the grouping is that fit's); a pair the sweep asked no fit
+        for raises ValueError naming the fits it has, and `client.sweeps.plot_image(id, x=..., y=...)`
+        has the service fit and draw any pair. Saved to `path` (.png, .svg, .pdf) if given.
         """
         from ntklab.plots import sweep_figure
 
-        if group_by is None:
-            wanted = next((fit for fit in self.fits if fit.get("x") == x and fit.get("y") == y), {})
-            group_by = list(wanted.get("group_by") or [])
-        return sweep_figure(self.table, x=x, y=y, group_by=group_by, title=self.name or self.id, path=path)
+        return sweep_figure(self.fits, x=x, y=y, title=self.name or self.id, path=path)
 
 
 def _progress(bar: ProgressBar, sweep: Sweep) -> None:

@@ -23,17 +23,16 @@ import threading
 from dataclasses import dataclass
 
 from cachetools import TTLCache
-
 from sqlalchemy.orm import Session
 from starlette.datastructures import Headers
 
 from api_schemas import problems as types
 from api_schemas.problems import Problem
-from service import api_keys
-from service.models import ANONYMOUS
+from config.settings import Settings
 from service.problems import ProblemError
 from service.rate_limit import RateLimiter
-from service.settings import Settings
+from store import api_keys
+from store.models import ANONYMOUS
 
 KEY_HEADER = "X-API-Key"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ntklab"'}

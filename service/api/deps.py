@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from config.settings import Settings
 from service.api.auth import Caller, authenticate
-from service.settings import Settings
 from workers.queue import Broker
 
 
@@ -21,7 +21,7 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 def session(request: Request) -> Iterator[Session]:
-    """One session per request; a GET or HEAD gets an autocommit one (service.db: no BEGIN/ROLLBACK)."""
+    """One session per request; a GET or HEAD gets an autocommit one (store.db: no BEGIN/ROLLBACK)."""
     factory = request.app.state.read_sessions if request.method in READ_METHODS else request.app.state.sessions
     with factory() as opened:
         yield opened

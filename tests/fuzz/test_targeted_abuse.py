@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from config.settings import Settings
 from ntklab import localstack
 from service.app import create_app
-from service.models import Artifact, Job, Sweep, utcnow
-from service.settings import Settings
+from store.models import Artifact, Job, Sweep, utcnow
 
 PROBLEM = "application/problem+json"
 MAX_SWEEP_JOBS = 8

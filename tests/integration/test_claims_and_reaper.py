@@ -14,12 +14,12 @@ import uuid
 import pytest
 from sqlalchemy import func, select, update
 
-from service.db import make_engine, make_session_factory
-from service.models import Artifact, Job, MetricChunk, utcnow
+from config.settings import Settings
 from service.reaper import requeue_stale_jobs
-from service.settings import Settings
+from store.db import make_engine, make_session_factory
+from store.job_store import ChunkRow, JobStore, LostJob
+from store.models import Artifact, Job, MetricChunk, utcnow
 from workers.celery_app import make_celery
-from workers.job_store import ChunkRow, JobStore, LostJob
 from workers.queue import Broker
 
 SPEC = {"seed": 0, "model": {"hidden": [8]}, "training": {"max_steps": 3}}

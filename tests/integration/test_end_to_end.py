@@ -113,7 +113,7 @@ def test_cancel_stops_a_running_job_within_seconds(live_stack):
 
 
 def test_a_job_enqueued_twice_runs_once(live_stack):
-    from service.settings import Settings
+    from config.settings import Settings
     from workers.celery_app import make_celery
     from workers.queue import Broker
 

@@ -1,4 +1,4 @@
-"""Fair claims across owners (workers/fairness.py) on PostgreSQL and on SQLite.
+"""Fair claims across owners (store/fairness.py) on PostgreSQL and on SQLite.
 
 A worker simulated in-process claims with `JobStore.claim_next` and finishes each job at
 once; the order of claims is then checked against the rule: fewest running first, then the
@@ -14,9 +14,9 @@ import uuid
 import pytest
 from sqlalchemy import delete, select, update
 
-from service.db import make_engine, make_session_factory
-from service.models import Job, utcnow
-from workers.job_store import JobStore
+from store.db import make_engine, make_session_factory
+from store.job_store import JobStore
+from store.models import Job, utcnow
 
 SPEC = {"seed": 0, "model": {"hidden": [8]}, "training": {"max_steps": 3}}
 

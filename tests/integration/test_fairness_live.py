@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import select
 
 from ntklab.localstack import LocalStack, wait_until
-from service import api_keys
-from service.db import make_engine, make_session_factory
-from service.models import Job
+from store import api_keys
+from store.db import make_engine, make_session_factory
+from store.models import Job
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 from sqlalchemy import select
 
-from service.db import make_engine, make_session_factory
-from service.models import Artifact, Job, MetricChunk
-from service.settings import Settings
+from config.settings import Settings
+from store.db import make_engine, make_session_factory
+from store.job_store import JobStore
+from store.models import Artifact, Job, MetricChunk
 from workers.engine.result import Series
 from workers.heartbeat import SeriesBuffer
-from workers.job_store import JobStore
 from workers.tasks import describe_failure, execute, final_rows
 
 TINY = {

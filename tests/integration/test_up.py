@@ -12,7 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ntklab.localstack import REPO, clean_env, free_port, wait_until
+from ntklab.localstack import clean_env, free_port, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow]
 

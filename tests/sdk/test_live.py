@@ -152,7 +152,7 @@ def test_sweep_table_fits_and_plots(live_stack, tmp_path):
     ys = np.log([row["delta_k_max"] for row in rows])
     assert fit["slope"] == pytest.approx(np.polyfit(xs, ys, 1)[0], rel=1e-9)
     figure = sweep.plot("model.hidden.0", "delta_k_max", path=str(tmp_path / "sweep.png"))
-    assert figure.axes[0].get_legend_handles_labels()[1] == [f"delta_k_max: slope {fit['slope']:+.2f}"]
+    assert figure.axes[0].get_legend_handles_labels()[1] == [fit["verdict"]]
     assert b"<svg" in image[:500]
     assert {"fig1-width", "fig2-bottleneck", "table1-hessian"} <= presets
 

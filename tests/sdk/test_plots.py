@@ -1,13 +1,19 @@
-"""job.plot() and sweep.plot(): figures that carry the data and the fitted slope, saved as PNG/SVG."""
+"""job.plot() and sweep.plot(): figures that carry the data, and the service's fits exactly as returned, saved as PNG/SVG."""
 
 from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ntklab.plots import sweep_fits
 from ntklab.resources.jobs import Job, MetricSeries
 from ntklab.resources.sweeps import Sweep
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _job() -> Job:
@@ -41,37 +47,95 @@ def test_unbound_job_needs_metrics():
         _job().plot()
 
 
-def _sweep(slopes: dict[str, float]) -> Sweep:
+def _fit(y: str, group_by: list[str], group: dict, slope: float, intercept: float, points: list) -> dict:
+    """A fit as the service returns it in the sweep resource (a FitResult's JSON)."""
+    return {"y": y, "x": "model.hidden.0", "group_by": group_by, "group": group, "slope": slope,
+            "slope_low": slope - 0.05, "slope_high": slope + 0.05, "intercept": intercept, "r_squared": 0.97,
+            "points": [{"x": x, "y_mean": mean, "y_std": std, "runs": 2} for x, mean, std in points],
+            "verdict": f"{group or 'all'}: {y} ∝ x^{slope:+.2f}"}
+
+
+# The service's fits: deliberately not what the table rows below would give (their slope is -0.5,
+# widths 10/100/1000), so a figure that re-fitted the rows would show other lines and points.
+FITS = [
+    _fit("delta_k_max", ["model.output_activation"], {"model.output_activation": "identity"}, -0.3, 0.4,
+         [(16.0, 0.63, 0.05), (64.0, 0.41, 0.02), (256.0, 0.2, 0.01)]),
+    _fit("delta_k_max", ["model.output_activation"], {"model.output_activation": "swish"}, 0.12, -1.1,
+         [(16.0, 0.45, 0.04), (256.0, 0.6, 0.03)]),
+    _fit("final_loss", [], {}, -1.0, 2.0, [(16.0, 0.5, 0.1), (256.0, 0.03, 0.01)]),
+]
+
+
+def _sweep(fits: list[dict]) -> Sweep:
     rows = []
-    for head, slope in slopes.items():
+    for head in ("identity", "swish"):
         for width in (10, 100, 1000):
             for seed, noise in ((0, 0.9), (1, 1.1)):
                 rows.append({"job_id": f"job_{head}_{width}_{seed}", "status": "succeeded",
                              "values": {"model.hidden.0": width, "model.output_activation": head, "seed": seed},
-                             "summary": {"delta_k_max": 2.0 * width**slope * noise}})
-    rows.append({"job_id": "job_failed", "status": "failed", "values": {"model.hidden.0": 5}, "summary": {}})
-    fits = [{"x": "model.hidden.0", "y": "delta_k_max", "group_by": ["model.output_activation"]}]
+                             "summary": {"delta_k_max": 2.0 * width**-0.5 * noise, "final_loss": 0.1}})
     return Sweep.model_validate({
-        "id": "swp_1", "name": "width", "tags": [], "status": "partial", "counts": {"succeeded": len(rows) - 1, "failed": 1},
+        "id": "swp_1", "name": "width", "tags": [], "status": "succeeded", "counts": {"succeeded": len(rows)},
         "total": len(rows), "cancel_requested": False, "created_at": "2025-01-01T12:00:00Z", "spec": {},
         "table": rows, "fits": fits,
     })
 
 
-def test_sweep_fits_average_seeds_per_group_skip_unfinished_and_recover_the_power_law():
-    fits = sweep_fits(_sweep({"identity": -0.5}).table, x="model.hidden.0", y="delta_k_max",
-                      group_by=["model.output_activation"])
-    (group, fit), = fits.items()
-    assert group == (("model.output_activation", "identity"),)
-    xs = np.array([point.x for point in fit.points])
-    np.testing.assert_allclose(xs, [10, 100, 1000])
-    np.testing.assert_allclose([point.y_mean for point in fit.points], 2.0 * xs**-0.5)
-    assert fit.slope == pytest.approx(-0.5, abs=1e-12) and np.exp(fit.intercept) == pytest.approx(2.0)
+def _drawn(axes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per legend label: the line's (x, y) and the (x, mean) of the error-bar points in its colour."""
+    drawn = {}
+    for line in axes.lines:
+        if not line.get_label().startswith("_"):
+            (bars,) = [c for c in axes.containers if c.lines[0].get_color() == line.get_color()]
+            drawn[line.get_label()] = (line.get_xydata(), bars.lines[0].get_xydata())
+    return drawn
 
 
-def test_sweep_plot_has_one_line_per_group_with_its_slope(tmp_path):
-    figure = _sweep({"identity": -0.5, "swish": 0.1}).plot("model.hidden.0", "delta_k_max", path=str(tmp_path / "s.svg"))
-    labels = sorted(figure.axes[0].get_legend_handles_labels()[1])
-    assert labels == ["output_activation=identity: slope -0.50", "output_activation=swish: slope +0.10"]
-    assert figure.axes[0].get_xscale() == "log" and figure.axes[0].get_yscale() == "log"
+def test_sweep_plot_draws_the_services_fits_of_the_first_pair_not_a_refit_of_the_rows(tmp_path):
+    figure = _sweep(FITS).plot(path=str(tmp_path / "s.svg"))
+    (axes,) = figure.axes
+    drawn = _drawn(axes)
+    assert sorted(drawn) == [FITS[0]["verdict"], FITS[1]["verdict"]]
+    for fit in FITS[:2]:
+        line, points = drawn[fit["verdict"]]
+        slope, intercept = np.polyfit(np.log(line[:, 0]), np.log(line[:, 1]), 1)
+        assert slope == pytest.approx(fit["slope"], abs=1e-12) and intercept == pytest.approx(fit["intercept"], abs=1e-12)
+        np.testing.assert_allclose(points, [(p["x"], p["y_mean"]) for p in fit["points"]])
+    assert (axes.get_xlabel(), axes.get_ylabel(), axes.get_title()) == ("model.hidden.0", "delta_k_max", "width")
+    assert axes.get_xscale() == "log" and axes.get_yscale() == "log"
     assert b"<svg" in (tmp_path / "s.svg").read_bytes()[:500]
+
+
+def test_sweep_plot_picks_the_fit_of_the_pair_asked_for():
+    drawn = _drawn(_sweep(FITS).plot("model.hidden.0", "final_loss").axes[0])
+    ((line, points),) = drawn.values()
+    assert list(drawn) == [FITS[2]["verdict"]]
+    assert np.polyfit(np.log(line[:, 0]), np.log(line[:, 1]), 1)[0] == pytest.approx(-1.0)
+    np.testing.assert_allclose(points, [(16.0, 0.5), (256.0, 0.03)])
+
+
+def test_a_pair_without_a_fit_is_refused_naming_the_fits_there_are():
+    named = "no fit of delta_k_max against seed (its fits: delta_k_max against model.hidden.0, final_loss against"
+    with pytest.raises(ValueError, match=re.escape(named)):
+        _sweep(FITS).plot("seed", "delta_k_max")
+    with pytest.raises(ValueError, match="its fits: none"):
+        _sweep([]).plot()
+
+
+def test_fits_from_a_newer_service_with_more_keys_are_drawn():
+    fits = [{**fit, "method": "ols"} for fit in FITS]
+    assert sorted(_drawn(_sweep(fits).plot().axes[0])) == [FITS[0]["verdict"], FITS[1]["verdict"]]
+
+
+def test_importing_the_sdk_loads_no_matplotlib_scipy_or_torch_and_plotting_needs_no_scipy():
+    code = (
+        "import sys\n"
+        "import ntklab, ntklab.plots, ntklab.resources.sweeps\n"
+        "heavy = ('matplotlib', 'scipy', 'torch', 'analysis.fits')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from tests.sdk.test_plots import FITS, _sweep\n"
+        "_sweep(FITS).plot()\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "['matplotlib']"]

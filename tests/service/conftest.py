@@ -23,18 +23,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.orm import Session
 
+from config.settings import Settings
 from service.app import create_app
-from service.settings import Settings
+from store.migrate import alembic_config as packaged_alembic_config
 
-REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("sqlite", "postgresql")
 
 
 def alembic_config(url: str) -> Config:
-    config = Config(str(REPO / "alembic.ini"))
-    config.attributes["url"] = url
-    config.attributes["keep_logging"] = True
-    return config
+    return packaged_alembic_config(url, configure_logging=False)
 
 
 def upgrade_head(url: str) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from service.api.routes import FiniteJSONResponse
 from service.app import create_app
-from service.models import Job
+from store.models import Job
 
 PROBLEM = "application/problem+json"
 GAUSSIAN = {"kind": "gaussian_mixture", "n_train": 20, "input_dim": 16, "classes": 2, "probe": {"n": 4}}

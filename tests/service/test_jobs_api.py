@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, select, update
 
-from service.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
+from store.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 SMALL_PARAMETERS = (4 * 8 + 8) + (8 * 2 + 2)  # d=4 → 8 hidden (+bias) → O=2 one-hot classes (+bias)

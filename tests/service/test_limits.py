@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, select
 
-from service import api_keys
-from service.models import Job
 from service.rate_limit import retry_after_s
+from store import api_keys
+from store.models import Job
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 SWEEP = {"base": {"model": {"hidden": [8]}, "training": {"max_steps": 5}}, "grid": {"seed": [0, 1]}}

@@ -1,4 +1,4 @@
-"""Alembic is the only way the schema is made: `upgrade head` builds exactly service.models, on both backends."""
+"""Alembic is the only way the schema is made: `upgrade head` builds exactly store.models, on both backends."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from service.db import make_engine
-from service.models import Base
+from store.db import make_engine
+from store.models import Base
 
 BACKENDS = ("sqlite", "postgresql")
 MODEL_TABLES = {"api_keys", "sweeps", "jobs", "job_tags", "metric_chunks", "artifacts"}

@@ -16,20 +16,24 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from api_schemas.spec import JobSpec
-from ntklab.localstack import REPO, migrate
-from service import jobs_repo, quota
-from service.db import make_engine, make_session_factory
-from service.models import Job
-from service.settings import Settings
+from config.settings import Settings
+from ntklab.localstack import migrate
+from service import quota
+from store import jobs_repo
+from store.db import make_engine, make_session_factory
+from store.models import Job
+
+REPO = Path(__file__).resolve().parents[2]
 
 OWNER = "alice"
 SECOND_PROCESS = textwrap.dedent("""
     import sys
     from api_schemas.spec import JobSpec
-    from service import jobs_repo, quota
-    from service.db import make_engine, make_session_factory
+    from service import quota
+    from store import jobs_repo
+    from store.db import make_engine, make_session_factory
     from service.problems import ProblemError
-    from service.settings import Settings
+    from config.settings import Settings
 
     settings = Settings(database_url=sys.argv[1], max_queued_jobs_per_key=1)
     with make_session_factory(make_engine(settings.database_url))() as session:

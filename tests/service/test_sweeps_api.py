@@ -4,8 +4,8 @@ import pytest
 from sqlalchemy import select, update
 
 from service.grid import grid_size
-from service.models import Job
 from service.presets import PRESETS
+from store.models import Job
 
 SWEEP = {
     "name": "mini",

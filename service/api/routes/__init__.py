@@ -17,10 +17,10 @@ import json
 from typing import Any
 
 from fastapi import Request
+from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.utils import get_flat_params
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from fastapi.datastructures import DefaultPlaceholder
 
 from api_schemas import problems as types
 from api_schemas.problems import Problem

@@ -14,13 +14,14 @@ from api_schemas import problems as types
 from api_schemas.problems import FieldError, Problem
 from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobPage, JobStatus, Progress, Series
 from api_schemas.spec import JobSpec
-from service import jobs_repo, models, quota
+from config.settings import Settings
+from service import quota
 from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.caps import check_spec_caps
 from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
 from service.problems import ProblemError
-from service.settings import Settings
+from store import jobs_repo, models
 from workers.queue import Broker
 
 log = logging.getLogger(__name__)

@@ -9,19 +9,23 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import ValidationError
 
+from analysis import sweep_table
+from analysis.sweep_plot import MEDIA_TYPES, render_fits
+from analysis.sweep_table import fit_results
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
-from api_schemas.sweeps import FitPoint, FitResult, FitSpec, Sweep, SweepRow, SweepSpec
-from service import models, quota, sweeps_repo
+from api_schemas.sweeps import FitSpec, Sweep, SweepRow, SweepSpec
+from config.settings import Settings
+from service import quota
 from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import PROBLEM, as_utc
 from service.caps import check_spec_caps
 from service.grid import GridError, expand_grid, grid_size
+from service.idempotency import spec_hash
 from service.problems import ProblemError
-from service.settings import Settings
-from service.sweep_analysis import GroupFit, describe, fit_groups
-from service.sweep_plot import MEDIA_TYPES, render_fits
+from store import models, sweeps_repo
+from store.sweeps_repo import NewJob
 from workers.queue import Broker
 
 log = logging.getLogger(__name__)
@@ -93,7 +97,7 @@ def plot_sweep(
 ) -> Response:
     sweep = _owned_sweep(session, scope, sweep_id)
     fit = _plotted_fit(sweep, x, y)
-    fits = fit_groups(sweeps_repo.table(sweep, sweeps_repo.sweep_jobs(session, sweep.id)), fit)
+    fits = fit_results(sweep_table.table(sweep.spec, sweeps_repo.sweep_jobs(session, sweep.id)), fit)
     return Response(render_fits(fits, x=fit.x, y=fit.y, fmt=format), media_type=MEDIA_TYPES[format])
 
 
@@ -110,8 +114,10 @@ def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, setti
         raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
                            errors=[FieldError(field=error.field, message=str(error))]) from None
     parameters = [_checked_caps(point, settings) for point in points]
+    documents = [point.spec.model_dump(mode="json") for point in points]
     with quota.reserve(session, owner, len(points), settings):
-        sweep, job_ids = sweeps_repo.create_sweep(session, owner=owner, spec=spec, points=points, parameters=parameters)
+        jobs = [NewJob(document, spec_hash(document), count) for document, count in zip(documents, parameters)]
+        sweep, job_ids = sweeps_repo.create_sweep(session, owner=owner, spec=spec.model_dump(mode="json"), jobs=jobs)
         session.commit()
     try:
         broker.enqueue_group(job_ids)
@@ -131,14 +137,14 @@ def with_sweep_tags(spec: SweepSpec) -> dict:
 
 
 def sweep_resource(sweep: models.Sweep, jobs: list[models.Job]) -> Sweep:
-    rows = sweeps_repo.table(sweep, jobs)
+    rows = sweep_table.table(sweep.spec, jobs)
     counts = Counter(job.status for job in jobs)
-    fits = [_fit_result(group_fit) for fit in sweep.spec.get("fits", []) for group_fit in fit_groups(rows, FitSpec(**fit))]
+    fits = [result for fit in sweep.spec.get("fits", []) for result in fit_results(rows, FitSpec(**fit))]
     return Sweep(
         id=sweep.id,
         name=sweep.name,
         tags=list(sweep.spec.get("tags", [])),
-        status=sweeps_repo.derive_status(counts, sweep.cancel_requested),
+        status=sweep_table.derive_status(counts, sweep.cancel_requested),
         counts={status: counts[status] for status in models.JOB_STATUSES},
         total=len(jobs),
         cancel_requested=sweep.cancel_requested,
@@ -146,23 +152,6 @@ def sweep_resource(sweep: models.Sweep, jobs: list[models.Job]) -> Sweep:
         spec=sweep.spec,
         table=[SweepRow(job_id=row.job_id, status=row.status, values=row.values, summary=row.summary) for row in rows],
         fits=fits,
-    )
-
-
-def _fit_result(group_fit: GroupFit) -> FitResult:
-    result = group_fit.result
-    return FitResult(
-        y=group_fit.fit.y,
-        x=group_fit.fit.x,
-        group_by=group_fit.fit.group_by,
-        group=group_fit.group,
-        slope=None if result is None else result.slope,
-        slope_low=None if result is None else result.slope_low,
-        slope_high=None if result is None else result.slope_high,
-        intercept=None if result is None else result.intercept,
-        r_squared=None if result is None else result.r_squared,
-        points=[] if result is None else [FitPoint(x=p.x, y_mean=p.y_mean, y_std=p.y_std, runs=p.runs) for p in result.points],
-        verdict=describe(group_fit),
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import aliased
 
-from service.models import Job
+from store.models import Job
 
 
 def fair_next_job() -> Select:

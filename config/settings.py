@@ -1,8 +1,13 @@
-"""One settings object for the API, the worker and Alembic (env prefix NTKLAB_)."""
+"""One settings object for the API, the worker and Alembic (env prefix NTKLAB_).
+
+Nothing here reads the environment at import time: each entry point (the API's app
+factory, the worker's `workers.main`, `ntklab up`, Alembic's env.py) builds one
+`Settings()` and passes it down. Relative paths (the SQLite file, the filesystem broker)
+are relative to the folder the process starts in.
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -72,7 +77,3 @@ class Settings(BaseSettings):
     )
     retry_after_s: int = 2
 
-
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()

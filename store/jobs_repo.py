@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, defer
 
-from service.models import FINISHED_STATUSES, Artifact, Job, JobTag, MetricChunk, new_id, utcnow
+from store.models import FINISHED_STATUSES, Artifact, Job, JobTag, MetricChunk, new_id, utcnow
 
 ACTIVE_STATUSES = ("queued", "running")
 CURSOR_PREFIX = "seq:"

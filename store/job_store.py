@@ -5,24 +5,21 @@ Every write after the claim is conditional on owning the row: `status = 'running
 else (this worker looked dead), the condition fails, nothing is written, and the caller is
 told it lost the job. Transient database errors (OperationalError) are retried briefly.
 A broker message is a wake-up token: `claim_next` takes the fairly-next queued job across
-owners (workers/fairness.py), so each message still leads to at most one claim.
+owners (store/fairness.py), so each message still leads to at most one claim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from sqlalchemy import delete, insert, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
-from service.db import make_engine, make_session_factory
-from service.models import Artifact, Job, MetricChunk, utcnow
-from service.settings import Settings, get_settings
-from workers.fairness import fair_next_job
+from store.fairness import fair_next_job
+from store.models import Artifact, Job, MetricChunk, utcnow
 
 transient = retry_if_exception_type(OperationalError)
 retry_briefly = retry(retry=transient, stop=stop_after_attempt(4), wait=wait_exponential(0.1, max=1.0), reraise=True)
@@ -50,16 +47,6 @@ class ChunkRow:
     values: list[float | None]
 
 
-def session_factory(settings: Settings | None = None) -> sessionmaker[Session]:
-    """Sessions on `settings.database_url`, one engine per URL and process."""
-    return _sessions((settings or get_settings()).database_url)
-
-
-@lru_cache
-def _sessions(url: str) -> sessionmaker[Session]:
-    return make_session_factory(make_engine(url))
-
-
 def _owned(job_id: str, attempt: int):
     return (Job.id == job_id, Job.status == "running", Job.attempts == attempt)
 
@@ -76,7 +63,7 @@ class JobStore:
 
     @retry_briefly
     def claim_next(self, hint: str, worker: str, device_for: Callable[[dict], str]) -> Claim | None:
-        """Claim the fairly-next queued job (workers/fairness.py), which may or may not be `hint`; None if none.
+        """Claim the fairly-next queued job (store/fairness.py), which may or may not be `hint`; None if none.
 
         `hint` is the job the broker message named: cancelled here if a cancel is pending.
         `device_for(spec)` names the device the claimed job will run on.

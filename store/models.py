@@ -75,7 +75,7 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
-        # the fair claim (workers/fairness.py) and the quota count one owner's running jobs
+        # the fair claim (store/fairness.py) and the quota count one owner's running jobs
         # and find its latest start without reading the owner's finished history
         Index("ix_jobs_owner_status", "owner", "status"),
         Index("ix_jobs_owner_started_at", "owner", "started_at"),

@@ -1,0 +1,131 @@
+"""A sweep's table and fits, derived from its jobs' grid values and summaries.
+
+Each row is one job: its grid values, its full spec and its summary scalars. A fit reads
+x and the `group_by` paths from the job's spec (so `model.hidden.0` works whichever axis
+set it), groups the rows, and fits log y against log x per group (seeds averaged first).
+`fit_results` gives those fits in their wire form (api_schemas FitResult): what the API returns
+and what both the service's plot and the SDK's figure draw.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.fits import PowerLawFit, fit_power_law
+from api_schemas.sweeps import FitPoint, FitResult, FitSpec
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    job_id: str
+    status: str
+    values: dict[str, Any]
+    spec: dict[str, Any]
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    fit: FitSpec
+    group: dict[str, Any]
+    result: PowerLawFit | None
+
+
+def get_path(spec: Any, path: str) -> Any:
+    """spec[a][b][0] for "a.b.0"; None where the path leads nowhere."""
+    node = spec
+    for key in path.split("."):
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        elif isinstance(node, dict) and key in node:
+            node = node[key]
+        else:
+            return None
+    return node
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def fit_groups(rows: list[SweepRow], fit: FitSpec) -> list[GroupFit]:
+    """One power-law fit of summary[fit.y] against values[fit.x] per group of succeeded rows."""
+    groups: dict[tuple, list[SweepRow]] = defaultdict(list)
+    for row in rows:
+        if row.status == "succeeded":
+            groups[tuple(repr(get_path(row.spec, path)) for path in fit.group_by)].append(row)
+    results = []
+    for key in sorted(groups):
+        members = groups[key]
+        xs = [_number(get_path(row.spec, fit.x)) for row in members]
+        ys = [_number(row.summary.get(fit.y)) for row in members]
+        group = {path: get_path(members[0].spec, path) for path in fit.group_by}
+        results.append(GroupFit(fit, group, fit_power_law(xs, ys)))
+    return results
+
+
+def describe(group_fit: GroupFit) -> str:
+    """A one-line verdict such as "output_activation=identity: delta_k_max ∝ m^-0.49 ± 0.05 (R² 0.98)"."""
+    label = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group_fit.group.items()) or "all"
+    result = group_fit.result
+    if result is None:
+        return f"{label}: too few points to fit {group_fit.fit.y}"
+    spread = "" if result.half_width is None else f" ± {result.half_width:.2f}"
+    r_squared = "n/a" if result.r_squared is None else f"{result.r_squared:.2f}"
+    return f"{label}: {group_fit.fit.y} ∝ x^{result.slope:+.2f}{spread} (R² {r_squared}, {len(result.points)} points)"
+
+
+def fit_results(rows: list[SweepRow], fit: FitSpec) -> list[FitResult]:
+    """`fit_groups` in wire form: per group its slope, 95% interval, intercept, R², points and verdict."""
+    return [_fit_result(group_fit) for group_fit in fit_groups(rows, fit)]
+
+
+def _fit_result(group_fit: GroupFit) -> FitResult:
+    result = group_fit.result
+    return FitResult(
+        y=group_fit.fit.y,
+        x=group_fit.fit.x,
+        group_by=group_fit.fit.group_by,
+        group=group_fit.group,
+        slope=None if result is None else result.slope,
+        slope_low=None if result is None else result.slope_low,
+        slope_high=None if result is None else result.slope_high,
+        intercept=None if result is None else result.intercept,
+        r_squared=None if result is None else result.r_squared,
+        points=[] if result is None else [FitPoint(x=p.x, y_mean=p.y_mean, y_std=p.y_std, runs=p.runs) for p in result.points],
+        verdict=describe(group_fit),
+    )
+
+
+def table_paths(spec: dict) -> list[str]:
+    """The dotted paths a row shows: the grid's (linked axes "a,b" split) and every fit's x and group_by,
+    so a fit's axis is in the table even when a linked axis set it (e.g. x = model.hidden.0 of model.hidden)."""
+    grid = [path for axis in spec.get("grid", {}) for path in axis.split(",")]
+    fits = [path for fit in spec.get("fits", []) for path in (fit["x"], *fit.get("group_by", []))]
+    return list(dict.fromkeys(grid + fits))
+
+
+def table(sweep_spec: dict, jobs: Iterable[Any]) -> list[SweepRow]:
+    """One row per job (anything with id, status, spec and summary), showing the `table_paths` of the sweep."""
+    paths = table_paths(sweep_spec)
+    return [
+        SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec, job.summary or {})
+        for job in jobs
+    ]
+
+
+def derive_status(counts: Counter, cancel_requested: bool) -> str:
+    """queued/running while any job is active; then succeeded, cancelled, failed or partial."""
+    total = sum(counts.values())
+    if counts["running"] or (counts["queued"] and counts["queued"] < total):
+        return "running"
+    if counts["queued"]:
+        return "queued"
+    if counts["succeeded"] == total:
+        return "succeeded"
+    if cancel_requested or counts["cancelled"] == total:
+        return "cancelled"
+    return "partial" if counts["succeeded"] else "failed"

@@ -1,0 +1,35 @@
+"""The worker's entry point: one `Settings` → one Celery app with the job task → `celery worker`.
+
+    python -m workers [celery worker options]      (also `ntklab worker`)
+
+runs one worker node on `settings.queue` with one pool process (one job at a time per
+GPU); options such as `-n gpu0@%h` or `--loglevel=DEBUG` are passed to Celery.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from celery import Celery
+
+from config.settings import Settings
+from workers import tasks
+from workers.celery_app import make_celery
+
+
+def worker_app(settings: Settings) -> Celery:
+    """The Celery app of `settings` with the job task registered."""
+    app = make_celery(settings)
+    tasks.register(app, settings)
+    return app
+
+
+def worker_argv(settings: Settings, extra: Sequence[str]) -> list[str]:
+    """`celery worker` arguments: one pool process on the settings' queue, then the caller's options."""
+    return ["worker", "--concurrency=1", "-Q", settings.queue, "--loglevel=INFO", *extra]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = Settings()
+    worker_app(settings).worker_main(worker_argv(settings, sys.argv[1:] if argv is None else argv))

@@ -32,6 +32,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
 	$(PY) -m bench.bench_kernels $(BENCH_ARGS); \
+	$(PY) -m bench.bench_graph_kernels $(BENCH_ARGS); \
 	$(PY) -m bench.bench_service
 
 demo: $(STAMP)

@@ -1,12 +1,14 @@
 """Linear and convolutional layers that hold raw weights and a constant multiplier.
 
-    ScaledLinear:  z = c · x Wᵀ + β · b,        x [n, in],          W [out, in],  b [out]
-    ScaledConv2d:  z = c · (W ⋆ x) + β · b,     x [n, C, H, W],    W [C', C, k, k]
+    ScaledLinear:     z = c · x Wᵀ + β · b,        x [n, ..., in],     W [out, in],  b [out]
+    ScaledConv2d:     z = c · (W ⋆ x) + β · b,     x [n, C, H, W],    W [C', C, k, k]
+    ScaledEmbedding:  z = c · E[t],                t [n, T] integers,  E [vocab, width]
 
 The parameterization lives in the multipliers (c = 1/√fan_in for the NTK
 parameterization, 1 for the standard one, 1/fan_in for a mean-field readout; β = 1),
 so the structured tangent kernel reads the scale from the layer: with G = ∂f/∂z,
-∂f/∂W = c · Gᵀ x and ∂f/∂b = β · G.
+∂f/∂W = c · Gᵀ x and ∂f/∂b = β · G (summed over positions when x has some), and for an
+embedding ∂f/∂E[v] = c · Σ_{t: t_t = v} G_t.
 """
 
 from __future__ import annotations
@@ -99,6 +101,31 @@ class ScaledConv2d(nn.Module):
             f"{self.in_channels}->{self.out_channels}, k={self.kernel_size}, stride={self.stride}, "
             f"padding={self.padding}, bias={self.bias is not None}, c={self.weight_multiplier:.4g}"
         )
+
+
+class ScaledEmbedding(nn.Module):
+    """z = c · E[t] for integer tokens t [n, T] (values in [0, vocab)), raw table E [vocab, width] -> z [n, T, width]."""
+
+    def __init__(
+        self,
+        vocab: int,
+        width: int,
+        *,
+        weight_multiplier: float,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.width = width
+        self.weight_multiplier = float(weight_multiplier)
+        self.weight = nn.Parameter(torch.empty(vocab, width, dtype=dtype, device=device))
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return F.embedding(tokens.long(), self.weight) * self.weight_multiplier
+
+    def extra_repr(self) -> str:
+        return f"vocab={self.vocab}, width={self.width}, c={self.weight_multiplier:.4g}"
 
 
 SCALED_LAYERS = (ScaledLinear, ScaledConv2d)

@@ -125,7 +125,7 @@ PathDiagnostic = Callable[[PathState, int], dict[str, float | None]]
 
 def start_path(spec: JobSpec, net: Network, x: Tensor) -> PathState:
     """The state at w₀: a copy of the trainable weights and the tangent kernels there."""
-    method = resolve_method(net, (spec.diagnostics.kernel or KernelDiagnostics()).method)
+    method = resolve_method(net, (spec.diagnostics.kernel or KernelDiagnostics()).method, x)
     heads = ("outputs", "logits") if net.head != "identity" else ("outputs",)
     w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
     kernels = {of: tangent_kernel(net, x, method=method, of=of) for of in heads}

@@ -1,0 +1,197 @@
+"""Structured rules: one scaled layer's share of the tangent kernel from its inputs and output cotangents.
+
+A layer called k times in a forward pass (k = 1 usually; more under weight tying) at T
+positions per call (tokens, or output pixels of a convolution) sees, for point i and
+output a, inputs a_it ∈ R^in and cotangents g_iat = ∂f_a(x_i)/∂z_it ∈ R^out, t running over
+all positions of all calls. Its weight gradient is c·Σ_t g_iat a_itᵀ and its bias gradient
+β·Σ_t g_iat, so with rows r = i·O + a:
+
+    dense (one call, x [n, in]):  K_W = c²·(A Aᵀ ⊗ 1_O 1_Oᵀ) ⊙ (G Gᵀ)                  [n·O, n·O]
+    shared weight (ScaledLinear over positions, ScaledConv2d on unfolded patches):
+        K_W[r, s] = c² Σ_{t,u} (a_it·a_ju)(g_iat·g_jbu)
+    embedding (z_it = c·E[tok_it]):
+        K_E[r, s] = c² Σ_{t,u} [tok_it = tok_ju] (g_iat·g_jbu)
+    bias:  K_b[r, s] = β² (Σ_t g_iat)·(Σ_u g_jbu)
+
+A shared weight or an embedding is computed one of two ways, whichever takes fewer FLOPs
+(multiply-add = 2) — with in = fan-in (C·k² for a convolution), out = output width, U =
+distinct tokens among the n·T, b = bytes per number, B = memory budget:
+
+    per-sample:    J_r = c Σ_t g_iat a_itᵀ, K = J Jᵀ, in chunks of output features (chunk·n·O·in·b ≤ B)
+                   FLOPs 2·n·O·T·in·out + 2·(nO)²·in·out         (embedding: n·O·T·w + 2·(nO)²·U·w,
+                                                                   J scattered into the U used rows)
+    position sum:  Σ_{t,u} of the products above, in row chunks (rows·n·O²·T²·b ≤ B)
+                   FLOPs 2·n²·T²·in + 2·n²·O²·T²·out + 2·n²·O²·T²   (embedding: n²T² + 2n²O²T²·w + 2n²O²T²)
+
+Per-sample is chosen when a single-feature chunk (n·O·in·b, or n·O·U·b) fits the budget and
+its FLOPs are at most POSITION_SUM_SLOWDOWN = 8 times the position sum's: the position sum
+makes and reduces n²·O²·T² products with einsums that run far below GEMM speed (measured
+single-threaded on a 2-core EPYC: 3–15 GFLOP/s against 45–70 GFLOP/s for the per-sample
+bmm and J Jᵀ), so its FLOPs count eight-fold (`rule_flops` reports them so weighted). The dense rule costs 2n²·in + 2(nO)²·out + 2(nO)² and a bias
+n·O·T·out + 2(nO)²·out.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+
+RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledEmbedding)
+
+
+def has_rule(module: nn.Module) -> bool:
+    """True for exactly the scaled layer types (a subclass may change forward, so it has no rule)."""
+    return type(module) in RULE_LAYERS
+
+
+def layer_kernel(
+    layer: nn.Module, inputs: list[Tensor], cotangents: list[Tensor], *, weight: bool, bias: bool, budget: int
+) -> Tensor:
+    """The layer's share of K, [n·O, n·O], from its calls: inputs[k] and cotangents[k] = ∂f/∂z_k [n, O, *z_k.shape[1:]]."""
+    n, O = cotangents[0].shape[:2]
+    if isinstance(layer, ScaledLinear) and len(inputs) == 1 and inputs[0].dim() == 2:
+        return _dense_layer_kernel(layer, inputs[0], cotangents[0], weight=weight, bias=bias)
+    G = positions_cotangents(layer, cotangents)
+    K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
+    if weight:
+        c2 = layer.weight_multiplier**2
+        if isinstance(layer, ScaledEmbedding):
+            K += c2 * _embedding_kernel(torch.cat([t.reshape(n, -1) for t in inputs], dim=1), G, budget)
+        else:
+            K += c2 * _shared_weight_kernel(positions_inputs(layer, inputs), G, budget)
+    if bias:
+        Gs = G.sum(dim=2).reshape(n * O, -1)
+        K += layer.bias_multiplier**2 * (Gs @ Gs.T)
+    return K
+
+
+def positions_inputs(layer: nn.Module, inputs: list[Tensor]) -> Tensor:
+    """[n, T, in]: every call's inputs at every position (a convolution's unfolded patches, in = C·k²)."""
+    if isinstance(layer, ScaledConv2d):
+        patches = [
+            F.unfold(x, layer.kernel_size, padding=layer.padding, stride=layer.stride).transpose(1, 2) for x in inputs
+        ]
+    else:
+        patches = [x.reshape(x.shape[0], -1, x.shape[-1]) for x in inputs]
+    return patches[0] if len(patches) == 1 else torch.cat(patches, dim=1)
+
+
+def positions_cotangents(layer: nn.Module, cotangents: list[Tensor]) -> Tensor:
+    """[n, O, T, out] in the order of positions_inputs (a convolution's z is [n, O, C', H', W'])."""
+    if isinstance(layer, ScaledConv2d):
+        per_call = [g.flatten(3).transpose(2, 3) for g in cotangents]
+    else:
+        per_call = [g.reshape(*g.shape[:2], -1, g.shape[-1]) for g in cotangents]
+    return per_call[0] if len(per_call) == 1 else torch.cat(per_call, dim=2)
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def _dense_layer_kernel(layer: ScaledLinear, A: Tensor, G: Tensor, *, weight: bool, bias: bool) -> Tensor:
+    """A [n, in], G [n, O, out] -> c²·(AAᵀ ⊗ 1)⊙(GGᵀ) + β²·GGᵀ."""
+    n, O, _ = G.shape
+    Gf = G.reshape(n * O, -1)
+    GG = Gf @ Gf.T
+    K = torch.zeros_like(GG)
+    if weight:
+        K += layer.weight_multiplier**2 * _expand_over_outputs(A @ A.T, O) * GG
+    if bias:
+        K += layer.bias_multiplier**2 * GG
+    return K
+
+
+def _expand_over_outputs(gram: Tensor, O: int) -> Tensor:
+    """[n, n] -> [n·O, n·O] with entry (i·O+a, j·O+b) = gram[i, j]."""
+    return gram.repeat_interleave(O, dim=0).repeat_interleave(O, dim=1)
+
+
+def _shared_weight_kernel(A: Tensor, G: Tensor, budget: int) -> Tensor:
+    """A [n, T, in], G [n, O, T, out] -> Σ_{t,u} (a_it·a_ju)(g_iat·g_jbu), [n·O, n·O] (without c²)."""
+    n, T, fan_in = A.shape
+    O, out = G.shape[1], G.shape[3]
+    if use_per_sample(*shared_weight_flops(n, O, T, fan_in, out), n * O * fan_in * A.element_size(), budget):
+        chunk = max(1, budget // (n * O * fan_in * A.element_size()))
+        K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
+        for start in range(0, out, chunk):
+            Gc = G[..., start : start + chunk].transpose(2, 3).reshape(n, -1, T)
+            J = torch.bmm(Gc, A).reshape(n * O, -1)
+            K += J @ J.T
+        return K
+    return _position_sum(lambda rows: torch.einsum("itk,juk->ijtu", A[rows], A), G, budget)
+
+
+def _embedding_kernel(tokens: Tensor, G: Tensor, budget: int) -> Tensor:
+    """tokens [n, T], G [n, O, T, w] -> Σ_{t,u} [tok_it = tok_ju](g_iat·g_jbu), [n·O, n·O] (without c²)."""
+    n, O, T, width = G.shape
+    used, row = torch.unique(tokens, return_inverse=True)
+    U = used.numel()
+    if use_per_sample(*embedding_flops(n, O, T, U, width), n * O * U * G.element_size(), budget):
+        chunk = max(1, budget // (n * O * U * G.element_size()))
+        index = (torch.arange(n, device=G.device).unsqueeze(1) * U + row).reshape(-1)
+        K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
+        for start in range(0, width, chunk):
+            Gc = G[..., start : start + chunk]
+            per_position = Gc.permute(0, 2, 1, 3).reshape(n * T, -1)
+            J = torch.zeros(n * U, per_position.shape[1], dtype=G.dtype, device=G.device).index_add_(0, index, per_position)
+            J = J.reshape(n, U, O, -1).transpose(1, 2).reshape(n * O, -1)
+            K += J @ J.T
+        return K
+    return _position_sum(lambda rows: (tokens[rows, None, :, None] == tokens[None, :, None, :]).to(G.dtype), G, budget)
+
+
+def _position_sum(input_gram, G: Tensor, budget: int) -> Tensor:
+    """Σ_{t,u} input_gram[i,j,t,u]·(g_iat·g_jbu) in row chunks; input_gram(rows) -> [r, n, T, T]."""
+    n, O, T, _ = G.shape
+    row_bytes = n * O * O * T * T * G.element_size()
+    chunk = max(1, budget // row_bytes)
+    blocks = []
+    for start in range(0, n, chunk):
+        rows = slice(start, start + chunk)
+        GG = torch.einsum("iatc,jbuc->iajbtu", G[rows], G)
+        blocks.append(torch.einsum("ijtu,iajbtu->iajb", input_gram(rows), GG).reshape(-1, n * O))
+    return torch.cat(blocks)
+
+
+# --------------------------------------------------------------------------- FLOPs of each rule
+
+
+POSITION_SUM_SLOWDOWN = 8
+
+
+def use_per_sample(per_sample_flops: float, position_sum_flops: float, smallest_chunk_bytes: int, budget: int) -> bool:
+    return per_sample_flops <= POSITION_SUM_SLOWDOWN * position_sum_flops and smallest_chunk_bytes <= budget
+
+
+def dense_flops(n: int, O: int, fan_in: int, out: int) -> float:
+    return 2 * n * n * fan_in + 2 * (n * O) ** 2 * out + 2 * (n * O) ** 2
+
+
+def shared_weight_flops(n: int, O: int, T: int, fan_in: int, out: int) -> tuple[float, float]:
+    """(per-sample, position sum) FLOPs of a weight shared over T positions."""
+    per_sample = 2 * n * O * T * fan_in * out + 2 * (n * O) ** 2 * fan_in * out
+    position_sum = 2 * n * n * T * T * fan_in + 2 * (n * O * T) ** 2 * out + 2 * (n * O * T) ** 2
+    return per_sample, position_sum
+
+
+def embedding_flops(n: int, O: int, T: int, U: int, width: int) -> tuple[float, float]:
+    """(per-sample, position sum) FLOPs of an embedding read at T positions, U distinct tokens."""
+    per_sample = n * O * T * width + 2 * (n * O) ** 2 * U * width
+    position_sum = (n * T) ** 2 + 2 * (n * O * T) ** 2 * width + 2 * (n * O * T) ** 2
+    return per_sample, position_sum
+
+
+def bias_flops(n: int, O: int, T: int, out: int) -> float:
+    return n * O * T * out + 2 * (n * O) ** 2 * out
+
+
+def rule_flops(kind: str, n: int, O: int, T: int, fan_in: int, out: int, itemsize: int, budget: int) -> float:
+    """FLOPs of the weight rule the layer would use, a position sum's weighted by POSITION_SUM_SLOWDOWN
+    (kind: dense | shared | embedding; embedding: fan_in = U)."""
+    if kind == "dense":
+        return dense_flops(n, O, fan_in, out)
+    flops = shared_weight_flops(n, O, T, fan_in, out) if kind == "shared" else embedding_flops(n, O, T, fan_in, out)
+    return flops[0] if use_per_sample(*flops, n * O * fan_in * itemsize, budget) else POSITION_SUM_SLOWDOWN * flops[1]

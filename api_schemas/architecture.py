@@ -20,8 +20,12 @@ the trainable parameter count is
     p = Σ_l out_l·fan_in_l + out_l·[bias]
 
 over the hidden layers, plus the readout's term when model.train_output_layer is true.
+A graph (kind "graph") is planned layer by layer by api_schemas/graph_plan.py; its count is
+the layers' parameters plus the readout F → O on the graph's final vector [F], counted as above.
+Its input is model.input_shape when given, else the flat vector of the data's features.
+
 An architecture that cannot be built raises ValueError whose message starts with the dotted
-field at fault ("model.kernel_size ...").
+field at fault ("model.kernel_size ...", "model.layers.3 ...").
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from api_schemas.graph_plan import GraphPlan, conv_output_size, plan_graph
 from api_schemas.spec import ModelSpec
 
 
@@ -62,24 +67,35 @@ class NetworkPlan:
     pool: str | None
 
 
-def conv_output_size(size: int, kernel_size: int, stride: int, padding: int) -> int:
-    """⌊(size + 2·padding − k) / stride⌋ + 1 (may be ≤ 0 for a kernel larger than the padded input)."""
-    return (size + 2 * padding - kernel_size) // stride + 1
-
-
 def plan_network(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
-    """The layers a spec describes, by arithmetic only; raises ValueError naming the field at fault."""
+    """The layers an mlp, cnn or resnet spec describes, by arithmetic only; raises ValueError naming the field at fault."""
     if model.output_dim is None:
         raise ValueError("model.output_dim is required to build a network (fill it from the data)")
     if model.kind == "mlp":
         return _plan_mlp(model, input_shape)
     if model.kind == "cnn":
         return _plan_cnn(model, _image_shape(model, input_shape))
-    return _plan_resnet(model, input_shape)
+    if model.kind == "resnet":
+        return _plan_resnet(model, input_shape)
+    raise ValueError(f"model.kind {model.kind!r} is not a built-in family (a graph is planned by plan_model_graph)")
+
+
+def graph_input_shape(model: ModelSpec, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape a graph reads one input as: model.input_shape when given, else the flat (∏ input_shape,)."""
+    return tuple(model.input_shape) if model.input_shape is not None else (math.prod(input_shape),)
+
+
+def plan_model_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> GraphPlan:
+    """The shapes of a graph spec's layers for inputs of `input_shape` (the data's, flat or not)."""
+    return plan_graph(model.layers, graph_input_shape(model, input_shape), bias=model.bias)
 
 
 def count_parameters(model: ModelSpec, input_shape: tuple[int, ...]) -> int:
     """Trainable parameters of the network the spec describes: Σ_l out_l·fan_in_l + out_l·[bias]."""
+    if model.kind == "graph":
+        graph = plan_model_graph(model, input_shape)
+        readout = LayerPlan(graph.features, model.output_dim, None).parameters(model.bias)
+        return graph.parameters + (readout if model.train_output_layer else 0)
     plan = plan_network(model, input_shape)
     hidden = sum(layer.parameters(model.bias) for layer in plan.hidden)
     return hidden + (plan.readout.parameters(model.bias) if model.train_output_layer else 0)

@@ -8,18 +8,20 @@ Cross-field rules raise errors whose message names the dotted field path.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-Activation = Literal["relu", "tanh", "gelu", "softplus", "swish", "sigmoid", "erf", "quadratic", "identity"]
+from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Strict
+from api_schemas.graph import Embedding, GraphLayer
+from api_schemas.graph_plan import plan_graph
+
 OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
 Parameterization = Literal["ntk", "standard", "meanfield"]
 BuiltinDataset = Literal["digits", "iris", "breast_cancer", "two_moons"]
 Targets = Literal["onehot", "label", "signed"]
 
-MAX_WIDTH = 10_000_000
-MAX_LAYERS = 64
 MAX_POINTS = 1_000_000
 MAX_INPUT_DIM = 100_000
 MAX_STEPS = 10_000_000
@@ -30,11 +32,16 @@ BUILTIN_IMAGE_SHAPE: dict[str, tuple[int, int, int]] = {"digits": (1, 8, 8)}
 BUILTIN_POINTS: dict[str, int] = {"digits": 1797, "iris": 150, "breast_cancer": 569}  # two_moons is generated
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True)
-
-
 # --------------------------------------------------------------------------- model
+
+
+class StoredModel(Strict):
+    """What the service read from an uploaded ONNX model when the job was submitted."""
+
+    parameters: int = Field(ge=0, description="trainable parameters (elements of the floating-point initializers)")
+    input_shape: list[Annotated[int, Field(ge=1)]] = Field(description="one input point's shape (the batch axis left out)")
+    output_dim: int = Field(ge=1, description="the model's output width O")
+    input_integer: bool = Field(default=False, description="the model takes integer inputs (token ids)")
 
 
 class ModelSpec(Strict):
@@ -44,9 +51,18 @@ class ModelSpec(Strict):
     cnn:    hidden = channels per conv layer; kernel_size/stride/padding per conv;
             readout after global average pooling or flattening; input_shape (C, H, W).
     resnet: hidden = [width] * (blocks + 1); block = "fc" or "conv".
+    graph:  `layers`, a list of layer specs (api_schemas/graph.py, docs/models.md) read from
+            inputs of model.input_shape ([d], [T, d] or [C, H, W]; default the flat features),
+            then the readout; the built-in fields other than the head's are not used.
+    onnx:   an uploaded ONNX model (POST /v1/models) named by `id`; its initializers are the
+            trainable weights, taken as exported (standard parameterization); `stored` is
+            filled in by the service at submission.
     """
 
-    kind: Literal["mlp", "cnn", "resnet"] = "mlp"
+    kind: Literal["mlp", "cnn", "resnet", "onnx", "graph"] = "mlp"
+    layers: list[GraphLayer] | None = Field(
+        default=None, min_length=1, max_length=MAX_LAYERS, description="graph only: the layers before the readout"
+    )
     hidden: list[Annotated[int, Field(ge=1, le=MAX_WIDTH)]] = Field(
         default_factory=lambda: [1000], min_length=1, max_length=MAX_LAYERS,
         description="Hidden widths (mlp), channels (cnn) or the residual width (resnet).",
@@ -62,11 +78,57 @@ class ModelSpec(Strict):
     padding: int = Field(default=1, ge=0, le=15, description="cnn/resnet conv only")
     readout: Literal["global_avg", "flatten"] = Field(default="global_avg", description="cnn/resnet conv only")
     input_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
-        default=None, min_length=3, max_length=3,
-        description="(C, H, W) for cnn/conv-resnet; defaults to the data set's image shape.",
+        default=None, min_length=1, max_length=3,
+        description="(C, H, W) for cnn/conv-resnet, defaults to the data set's image shape; "
+        "graph: [d], [T, d] or [C, H, W], defaults to the flat features.",
     )
     blocks: int = Field(default=2, ge=1, le=MAX_LAYERS, description="resnet only: residual blocks")
     block: Literal["fc", "conv"] = Field(default="fc", description="resnet only")
+    id: str | None = Field(
+        default=None, pattern=r"^mdl_[0-9a-f]{32}$", description="onnx only: the id POST /v1/models answered"
+    )
+    stored: StoredModel | None = Field(
+        default=None, description="onnx only: filled in by the service at submission (a value sent is replaced)"
+    )
+
+    @model_validator(mode="after")
+    def _onnx_fields(self):
+        if self.kind != "onnx":
+            for name in ("id", "stored"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"model.{name} is for model.kind = 'onnx' only (this model is {self.kind!r})")
+            return self
+        if self.id is None:
+            raise ValueError("model.id is required for model.kind = 'onnx': the id POST /v1/models answered")
+        if "parameterization" in self.model_fields_set and self.parameterization != "standard":
+            raise ValueError(
+                "model.parameterization must be 'standard' for an onnx model: its weights are used as exported"
+            )
+        if not self.train_output_layer:
+            raise ValueError("model.train_output_layer = false is not supported for an onnx model (every initializer trains)")
+        self.parameterization = "standard"
+        if self.stored is not None:
+            if self.output_dim is not None and self.output_dim != self.stored.output_dim:
+                raise ValueError(f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs")
+            self.output_dim = self.stored.output_dim
+        return self
+
+    @field_validator("layers")
+    @classmethod
+    def _layers_for_graphs_only(cls, layers: list[GraphLayer] | None, info: ValidationInfo):
+        kind = info.data.get("kind")
+        if kind == "graph" and layers is None:
+            raise ValueError("model.layers is required for model.kind = 'graph'")
+        if kind != "graph" and layers is not None:
+            raise ValueError(f"model.layers is for model.kind = 'graph' only (this model is {kind!r})")
+        return layers
+
+    @field_validator("input_shape")
+    @classmethod
+    def _image_shape_for_builtin_kinds(cls, shape: list[int] | None, info: ValidationInfo):
+        if shape is not None and info.data.get("kind") in ("mlp", "cnn", "resnet") and len(shape) != 3:
+            raise ValueError(f"model.input_shape must be (C, H, W) for model.kind = {info.data['kind']!r}, got {shape}")
+        return shape
 
     @field_validator("activation")
     @classmethod
@@ -199,13 +261,46 @@ class InlineData(DataCommon):
         return len(self.x)
 
 
+class StoredDataset(Strict):
+    """What the service found in an uploaded data set when the job was submitted."""
+
+    points: int = Field(ge=1, description="points stored")
+    x_shape: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="one point's x shape")
+    x_integer: bool = Field(description="x holds integers: kept as int64 (token ids) for a model that takes them, else cast to float")
+    y_width: int = Field(ge=1, description="target width O (y [points] counts as width 1)")
+
+
+class DatasetData(DataCommon):
+    """An uploaded data set (POST /v1/datasets): its first n_train points; `stored` is filled in by the service."""
+
+    kind: Literal["dataset"] = "dataset"
+    id: str = Field(pattern=r"^ds_[0-9a-f]{32}$", description="the id POST /v1/datasets answered")
+    n_train: int | None = Field(default=None, ge=1, le=MAX_POINTS, description="the first n_train points; default: all")
+    stored: StoredDataset | None = Field(
+        default=None, description="filled in by the service at submission (a value sent is replaced)"
+    )
+
+    def n_points(self) -> int:
+        if self.n_train is not None:
+            return self.n_train
+        return self.stored.points if self.stored is not None else MAX_POINTS
+
+    @model_validator(mode="after")
+    def _within_the_stored_points(self):
+        if self.stored is not None and self.n_points() > self.stored.points:
+            raise ValueError(f"data.n_train = {self.n_train} but data set {self.id} has {self.stored.points} points")
+        return self
+
+
 DataSpec = Annotated[
-    Union[GaussianMixtureData, Sine1DData, BuiltinData, InlineData], Field(discriminator="kind")
+    Union[GaussianMixtureData, Sine1DData, BuiltinData, InlineData, DatasetData], Field(discriminator="kind")
 ]
 
 
-def target_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData) -> int:
+def target_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData | DatasetData) -> int:
     """Width O of the regression/classification target the data produces."""
+    if isinstance(data, DatasetData):
+        return _stored(data).y_width
     if isinstance(data, InlineData):
         return len(data.y[0]) if isinstance(data.y[0], list) else 1
     if isinstance(data, Sine1DData):
@@ -214,7 +309,9 @@ def target_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData
     return classes if data.targets == "onehot" else 1
 
 
-def input_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData) -> int:
+def input_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData | DatasetData) -> int:
+    if isinstance(data, DatasetData):
+        return math.prod(_stored(data).x_shape)
     if isinstance(data, InlineData):
         return len(data.x[0])
     if isinstance(data, Sine1DData):
@@ -222,6 +319,12 @@ def input_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData)
     if isinstance(data, BuiltinData):
         return BUILTIN_INPUT_DIM[data.name]
     return data.input_dim
+
+
+def _stored(data: DatasetData) -> StoredDataset:
+    if data.stored is None:
+        raise ValueError(f"data set {data.id} has not been looked up yet (the service fills in data.stored)")
+    return data.stored
 
 
 # --------------------------------------------------------------------------- training
@@ -302,7 +405,9 @@ class JobSpec(Strict):
     @classmethod
     def _model_fits_data(cls, model: ModelSpec, info: ValidationInfo) -> ModelSpec:
         data = info.data.get("data")
-        if data is None:
+        if data is None or (isinstance(data, DatasetData) and data.stored is None):
+            return model
+        if model.kind == "onnx" and model.stored is None:
             return model
         wanted = target_dim(data)
         if model.output_dim is None:
@@ -317,6 +422,8 @@ class JobSpec(Strict):
                 raise ValueError("model.input_shape (C, H, W) is required for convolutional models on non-image data")
             if shape[0] * shape[1] * shape[2] != input_dim(data):
                 raise ValueError(f"model.input_shape {list(shape)} does not hold the data's {input_dim(data)} features")
+        if model.kind == "graph":
+            _graph_fits_data(model, data)
         return model
 
     @field_validator("training")
@@ -337,7 +444,38 @@ class JobSpec(Strict):
         return _default_image_shape(self.data)
 
 
+def _graph_fits_data(model: ModelSpec, data) -> None:
+    """The graph reads the data's points as model.input_shape (or flat); every layer's shapes fit; token ids for an embedding."""
+    features = input_dim(data)
+    if model.input_shape is not None and math.prod(model.input_shape) != features:
+        raise ValueError(f"model.input_shape {model.input_shape} does not hold the data's {features} features")
+    plan_graph(model.layers, tuple(model.input_shape or (features,)), bias=model.bias)
+    first = model.layers[0]
+    if isinstance(first, Embedding) and not _token_ids(data, first.vocab):
+        raise ValueError(
+            f"model.layers.0 (embedding) reads integer token ids in [0, {first.vocab}); data.kind {data.kind!r} "
+            "does not hold them (inline integers, or an uploaded data set of integers)"
+        )
+
+
+def _token_ids(data, vocab: int) -> bool:
+    """Whether the data's inputs are integer token ids (below `vocab` where the values are known)."""
+    if isinstance(data, InlineData):
+        return all(value.is_integer() and 0 <= value < vocab for row in data.x for value in row)
+    return isinstance(data, DatasetData) and data.stored is not None and data.stored.x_integer
+
+
+def takes_integer_inputs(model: ModelSpec) -> bool:
+    """Whether the model reads integer inputs (token ids): a graph whose first layer is an embedding,
+    or an onnx model whose input is integer; every other model reads floats."""
+    if model.kind == "onnx":
+        return model.stored is not None and model.stored.input_integer
+    return model.kind == "graph" and bool(model.layers) and model.layers[0].type == "embedding"
+
+
 def _default_image_shape(data) -> tuple[int, int, int] | None:
     if isinstance(data, BuiltinData):
         return BUILTIN_IMAGE_SHAPE.get(data.name)
+    if isinstance(data, DatasetData) and data.stored is not None and len(data.stored.x_shape) == 3:
+        return tuple(data.stored.x_shape)  # type: ignore[return-value]
     return None

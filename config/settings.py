@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = 256 * 1024 * 1024
     max_page_size: int = 200
     max_sweep_jobs: int = 500
+    max_upload_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1,
+        description="POST /v1/datasets and /v1/models: bytes streamed (and, for a data set, its unpacked arrays); 413 over it",
+    )
+    max_model_nodes: int = Field(default=10_000, ge=1, description="operators in an uploaded ONNX graph")
 
     # ---- worker behaviour
     heartbeat_interval_s: float = 2.0

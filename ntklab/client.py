@@ -1,4 +1,4 @@
-"""`ntklab.Client` and `ntklab.AsyncClient`: one connection pool, three resources.
+"""`ntklab.Client` and `ntklab.AsyncClient`: one connection pool, five resources.
 
     client = ntklab.Client()                      # NTKLAB_URL, NTKLAB_API_KEY from the environment
     job = client.jobs.create("spec.yaml")
@@ -22,7 +22,18 @@ from ntklab._http import (
     Options,
     Transport,
 )
-from ntklab.resources import AsyncJobs, AsyncPresets, AsyncSweeps, Jobs, Presets, Sweeps
+from ntklab.resources import (
+    AsyncDatasets,
+    AsyncJobs,
+    AsyncModels,
+    AsyncPresets,
+    AsyncSweeps,
+    Datasets,
+    Jobs,
+    Models,
+    Presets,
+    Sweeps,
+)
 
 TimeoutLike = float | httpx.Timeout | None
 
@@ -62,6 +73,8 @@ class Client:
         self.jobs = Jobs(self)
         self.sweeps = Sweeps(self)
         self.presets = Presets(self)
+        self.datasets = Datasets(self)
+        self.models = Models(self)
 
     @property
     def base_url(self) -> str:
@@ -72,6 +85,7 @@ class Client:
         copy = object.__new__(Client)
         copy._transport = Transport(_changed(self._transport.options, overrides), self._transport.http)
         copy.jobs, copy.sweeps, copy.presets = Jobs(copy), Sweeps(copy), Presets(copy)
+        copy.datasets, copy.models = Datasets(copy), Models(copy)
         return copy
 
     def close(self) -> None:
@@ -103,6 +117,8 @@ class AsyncClient:
         self.jobs = AsyncJobs(self)
         self.sweeps = AsyncSweeps(self)
         self.presets = AsyncPresets(self)
+        self.datasets = AsyncDatasets(self)
+        self.models = AsyncModels(self)
 
     @property
     def base_url(self) -> str:
@@ -112,6 +128,7 @@ class AsyncClient:
         copy = object.__new__(AsyncClient)
         copy._transport = AsyncTransport(_changed(self._transport.options, overrides), self._transport.http)
         copy.jobs, copy.sweeps, copy.presets = AsyncJobs(copy), AsyncSweeps(copy), AsyncPresets(copy)
+        copy.datasets, copy.models = AsyncDatasets(copy), AsyncModels(copy)
         return copy
 
     async def close(self) -> None:

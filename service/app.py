@@ -17,12 +17,13 @@ from config.settings import Settings
 from service.api.auth import RESPONSES as AUTH_RESPONSES
 from service.api.auth import KeyCache
 from service.api.deps import current_caller
-from service.api.routes import health, jobs, presets, sweeps
+from service.api.routes import datasets, health, jobs, models, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.caps import BodySizeLimit
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
 from service.rate_limit import make_limiters
+from service.uploads import UPLOAD_PATHS
 from store.db import make_engine, make_read_session_factory, make_session_factory
 from workers.queue import make_broker
 
@@ -47,10 +48,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.rate_limiter, app.state.auth_failures = make_limiters(settings)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
-    for router in (jobs.router, sweeps.router, presets.router):
+    for router in (jobs.router, sweeps.router, presets.router, datasets.router, models.router):
         app.include_router(router, dependencies=[Depends(current_caller)], responses=AUTH_RESPONSES)
     app.include_router(health.router)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, streamed=UPLOAD_PATHS)
     app.add_middleware(RequestLatency, histogram=latency)
     return app
 

@@ -1,7 +1,7 @@
 """Resource caps, every one a setting: a request over one is refused before anything is stored.
 
 Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
-    model.hidden.i   width         ≤ max_width
+    model.hidden.i   width         ≤ max_width   (a graph: model.layers.….width of every layer)
     model            parameters p  ≤ max_parameters   (p counted by arithmetic, nothing allocated)
     data.probe.n     probe points  ≤ max_probe, and kernel entries (n·O)² ≤ max_kernel_entries
     diagnostics.hessian.iterations  Lanczos basis iterations × p (float64) ≤ max_lanczos_entries
@@ -9,7 +9,10 @@ Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     data             inline values n·d + n·O ≤ max_inline_values
     training.max_steps             ≤ max_steps
 Body size (413): Content-Length, and the bytes actually streamed, ≤ max_body_bytes — checked
-by `BodySizeLimit` before any parsing.
+by `BodySizeLimit` before any parsing. Uploads (POST /v1/datasets, /v1/models) pass through
+unbuffered: their routes stream the body to disk against max_upload_bytes (service/uploads.py).
+Uploads named by a spec (data.kind = "dataset", model.kind = "onnx") are looked up by
+service/uploads.py:resolve_uploads first, which fills in their stored shapes and parameter count.
 Active jobs (429): queued + running jobs of one owner < max_queued_jobs_per_key (jobs route).
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from api_schemas import problems as types
 from api_schemas.architecture import count_parameters
+from api_schemas.graph import walk
 from api_schemas.problems import FieldError
 from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
 from config.settings import Settings
@@ -32,7 +36,7 @@ def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
         *_over("training.max_steps", "training steps", spec.training.max_steps, settings.max_steps),
     ]
     parameters = 0
-    if not any(violation.field.startswith("model.hidden") for violation in violations):
+    if not any(violation.field.startswith(("model.hidden", "model.layers")) for violation in violations):
         parameters, model_violations = _parameter_violations(spec, settings)
         violations += model_violations + _lanczos_violations(spec, parameters, settings)
     if violations:
@@ -54,11 +58,12 @@ def _over(field: str, what: str, value: int, limit: int) -> list[FieldError]:
 
 
 def _width_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
-    return [
-        violation
-        for index, width in enumerate(spec.model.hidden)
-        for violation in _over(f"model.hidden.{index}", "width", width, settings.max_width)
-    ]
+    """Every hidden width, or for a graph every layer's width (model.layers.3.width, nested paths too)."""
+    if spec.model.kind == "graph":
+        widths = [(f"{path}.width", layer.width) for path, layer in walk(spec.model.layers) if hasattr(layer, "width")]
+    else:
+        widths = [(f"model.hidden.{index}", width) for index, width in enumerate(spec.model.hidden)]
+    return [violation for field, width in widths for violation in _over(field, "width", width, settings.max_width)]
 
 
 def _data_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
@@ -90,6 +95,10 @@ def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> l
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:
+    if spec.model.kind == "onnx":
+        if spec.model.stored is None:
+            return 0, [FieldError(field="model.id", message="the onnx model has not been looked up (resolve_uploads)")]
+        return spec.model.stored.parameters, _over("model", "trainable parameters", spec.model.stored.parameters, settings.max_parameters)
     input_shape = spec.image_shape() or (input_dim(spec.data),)
     try:
         parameters = count_parameters(spec.model, input_shape)
@@ -104,15 +113,18 @@ class BodySizeLimit:
     """ASGI middleware: 413 problem when a request body exceeds `max_bytes`, before the app sees a byte.
 
     The declared Content-Length is checked first; a body without one (chunked) is buffered
-    up to the limit and then replayed to the app as one message.
+    up to the limit and then replayed to the app as one message. A POST to one of the
+    `streamed` paths passes through untouched: its route streams the body to disk under its
+    own cap (uploads: max_upload_bytes).
     """
 
-    def __init__(self, app, max_bytes: int) -> None:
+    def __init__(self, app, max_bytes: int, streamed: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streamed = streamed
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope.get("method") == "POST" and scope.get("path") in self.streamed):
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)

@@ -1,4 +1,5 @@
-"""The worker's writes to the jobs table: claim, heartbeat + progress + metric chunks, finish.
+"""The worker's writes to the jobs table: claim, heartbeat + progress + metric chunks, finish;
+and its one read beside the claim, the bytes of the uploads a job names (read_uploads).
 
 Every write after the claim is conditional on owning the row: `status = 'running'` and
 `attempts` equal to the attempt this worker claimed. If the reaper gave the job to someone
@@ -13,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
 from store.fairness import fair_next_job
-from store.models import Artifact, Job, MetricChunk, utcnow
+from store.models import Artifact, Dataset, Job, MetricChunk, UploadedModel, utcnow
+from store.uploads_repo import read_blob
 
 transient = retry_if_exception_type(OperationalError)
 retry_briefly = retry(retry=transient, stop=stop_after_attempt(4), wait=wait_exponential(0.1, max=1.0), reraise=True)
@@ -29,6 +31,18 @@ CLAIM_TRIES = 5
 
 class LostJob(Exception):
     """The row is no longer this worker's: it was requeued, cancelled or finished elsewhere."""
+
+
+class MissingUpload(Exception):
+    """A data set or model the job names is gone (deleted after the job was submitted)."""
+
+
+@dataclass(frozen=True)
+class UploadedBytes:
+    """The stored bytes of the uploads a job names: data sets as (x .npy, y .npy), models as ONNX."""
+
+    datasets: dict[str, tuple[bytes, bytes]]
+    models: dict[str, bytes]
 
 
 @dataclass(frozen=True)
@@ -121,6 +135,28 @@ class JobStore:
                     )
                 )
 
+
+    @retry_briefly
+    def read_uploads(self, job_id: str, dataset_ids: tuple[str, ...], model_ids: tuple[str, ...]) -> UploadedBytes:
+        """The blobs of the job owner's data sets and models named; raises MissingUpload for one that is gone."""
+        with self.sessions() as session:
+            owner = select(Job.owner).where(Job.id == job_id).scalar_subquery()
+            datasets, models = {}, {}
+            for dataset_id in dataset_ids:
+                row = session.execute(
+                    select(Dataset.x_blob_id, Dataset.y_blob_id).where(Dataset.id == dataset_id, Dataset.owner == owner)
+                ).first()
+                if row is None:
+                    raise MissingUpload(f"data set {dataset_id} no longer exists")
+                datasets[dataset_id] = (read_blob(session, row.x_blob_id), read_blob(session, row.y_blob_id))
+            for model_id in model_ids:
+                blob_id = session.scalar(
+                    select(UploadedModel.blob_id).where(UploadedModel.id == model_id, UploadedModel.owner == owner)
+                )
+                if blob_id is None:
+                    raise MissingUpload(f"model {model_id} no longer exists")
+                models[model_id] = read_blob(session, blob_id)
+        return UploadedBytes(datasets, models)
 
     @retry_patiently
     def fail_running_on(self, worker: str, error: dict) -> list[str]:

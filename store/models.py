@@ -1,4 +1,5 @@
-"""SQLAlchemy 2.0 tables: API keys, sweeps, jobs (+ tags), metric series chunks, artifacts.
+"""SQLAlchemy 2.0 tables: API keys, sweeps, jobs (+ tags), metric series chunks, artifacts, and uploads
+(content-addressed blobs in chunks, the data sets and ONNX models made of them).
 
 The schema is made only by Alembic (migrations/); tests check that autogenerate finds no
 difference between these models and `alembic upgrade head`.
@@ -152,4 +153,84 @@ class Artifact(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-__all__ = ["Base", "ApiKey", "Sweep", "Job", "JobTag", "MetricChunk", "Artifact", "new_id", "utcnow"]
+class Blob(Base):
+    """Uploaded bytes, stored once per owner and SHA-256, as `BlobChunk` rows of at most BLOB_CHUNK_BYTES.
+
+    Workers on any host read a blob through the database (no shared file system). A blob is
+    shared by every data set and model of its owner that holds the same bytes, and deleted
+    with the last of them.
+    """
+
+    __tablename__ = "blobs"
+    __table_args__ = (UniqueConstraint("owner", "sha256", name="uq_blobs_owner_sha256"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("blob"))
+    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(BigInteger)
+    chunks: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class BlobChunk(Base):
+    """Bytes [chunk · chunk size, …) of a blob; a blob is its chunks concatenated in chunk order."""
+
+    __tablename__ = "blob_chunks"
+
+    blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="CASCADE"), primary_key=True)
+    chunk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Dataset(Base):
+    """An uploaded data set: x [points, ...] and y [points] or [points, O], each a checked .npy blob."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (
+        UniqueConstraint("owner", "x_blob_id", "y_blob_id", name="uq_datasets_owner_blobs"),
+        Index("ix_datasets_owner_seq", "owner", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(40), unique=True, default=lambda: new_id("ds"))
+    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS)
+    name: Mapped[str | None] = mapped_column(String(200))
+    x_blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="RESTRICT"), index=True)
+    y_blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="RESTRICT"), index=True)
+    points: Mapped[int] = mapped_column(BigInteger)
+    x_shape: Mapped[list] = mapped_column(JSON)
+    x_dtype: Mapped[str] = mapped_column(String(16))
+    y_shape: Mapped[list] = mapped_column(JSON)
+    y_dtype: Mapped[str] = mapped_column(String(16))
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class UploadedModel(Base):
+    """An uploaded ONNX model: its protobuf blob and what parsing it (nothing run) found."""
+
+    __tablename__ = "models"
+    __table_args__ = (
+        UniqueConstraint("owner", "blob_id", name="uq_models_owner_blob"),
+        Index("ix_models_owner_seq", "owner", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(40), unique=True, default=lambda: new_id("mdl"))
+    owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS)
+    name: Mapped[str | None] = mapped_column(String(200))
+    blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="RESTRICT"), index=True)
+    format: Mapped[str] = mapped_column(String(16), default="onnx")
+    parameters: Mapped[int] = mapped_column(BigInteger)
+    inputs: Mapped[list] = mapped_column(JSON)
+    outputs: Mapped[list] = mapped_column(JSON)
+    operators: Mapped[list] = mapped_column(JSON)
+    opset: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+__all__ = [
+    "Base", "ApiKey", "Sweep", "Job", "JobTag", "MetricChunk", "Artifact", "Blob", "BlobChunk", "Dataset",
+    "UploadedModel", "new_id", "utcnow",
+]

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from store.db import make_engine, make_session_factory
-from store.job_store import ChunkRow, Claim, JobStore, LostJob
+from store.job_store import ChunkRow, Claim, JobStore, LostJob, MissingUpload
 from workers.celery_app import TASK_NAME
 from workers.engine.callbacks import JobCancelled
 from workers.heartbeat import MAX_CHUNK_POINTS, JobReporter, SeriesBuffer
@@ -116,7 +116,17 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     except ValidationError as error:
         store.finish(claim, "failed", error={"type": "InvalidSpec", "message": str(error)})
         return
+    try:
+        uploaded = read_uploads(store, claim.job_id, spec)
+    except MissingUpload as error:
+        store.finish(claim, "failed", error={"type": "UploadMissing", "message": str(error)})
+        return
+    except Exception as error:
+        log.exception("job %s: its uploads could not be read", claim.job_id)
+        store.finish(claim, "failed", error=describe_failure(error))
+        return
     from workers.engine.run import run
+    from workers.engine.uploads import provided
 
     reporter = JobReporter(
         store, claim, heartbeat_interval_s=settings.heartbeat_interval_s,
@@ -125,7 +135,8 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     result = None
     with reporter:
         try:
-            result = run(spec, reporter, device=device.split(" ")[0])
+            with provided(uploaded):
+                result = run(spec, reporter, device=device.split(" ")[0])
             status, error = "succeeded", None
         except JobCancelled:
             status, error = "cancelled", None
@@ -142,6 +153,20 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         claim, status, summary=summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
         progress=reporter.last_progress(),
     )
+
+
+def read_uploads(store: JobStore, job_id: str, spec: JobSpec):
+    """The data set and ONNX model the spec names, read from the database and decoded for the engine."""
+    from api_schemas.spec import DatasetData
+    from workers.engine.uploads import Uploads, load_npy
+
+    dataset_ids = (spec.data.id,) if isinstance(spec.data, DatasetData) else ()
+    model_ids = (spec.model.id,) if spec.model.kind == "onnx" and spec.model.id else ()
+    if not dataset_ids and not model_ids:
+        return Uploads()
+    stored = store.read_uploads(job_id, dataset_ids, model_ids)
+    arrays = {key: (load_npy(x), load_npy(y)) for key, (x, y) in stored.datasets.items()}
+    return Uploads(datasets=arrays, models=stored.models)
 
 
 def worker_device(wanted: str) -> str:

@@ -1,18 +1,26 @@
-"""The client's resources: jobs, sweeps and presets, each in a sync and an async flavour."""
+"""The client's resources: jobs, sweeps, presets, data sets and models, each in a sync and an async flavour."""
 
 from api_schemas.sweeps import SweepRow
+from ntklab.resources.datasets import AsyncDatasets, Dataset, Datasets
 from ntklab.resources.jobs import ArtifactInfo, AsyncJobs, Job, Jobs, MetricSeries
+from ntklab.resources.models import AsyncModels, Model, Models
 from ntklab.resources.presets import AsyncPresets, Preset, Presets
 from ntklab.resources.sweeps import AsyncSweeps, Sweep, Sweeps
 
 __all__ = [
     "ArtifactInfo",
+    "AsyncDatasets",
     "AsyncJobs",
+    "AsyncModels",
     "AsyncPresets",
     "AsyncSweeps",
+    "Dataset",
+    "Datasets",
     "Job",
     "Jobs",
     "MetricSeries",
+    "Model",
+    "Models",
     "Preset",
     "Presets",
     "Sweep",

@@ -12,7 +12,7 @@ from store.db import make_engine
 from store.models import Base
 
 BACKENDS = ("sqlite", "postgresql")
-MODEL_TABLES = {"api_keys", "sweeps", "jobs", "job_tags", "metric_chunks", "artifacts"}
+MODEL_TABLES = {"api_keys", "sweeps", "jobs", "job_tags", "metric_chunks", "artifacts", "blobs", "blob_chunks", "datasets", "models"}
 
 
 def schema_differences(url: str) -> list:
@@ -73,3 +73,44 @@ def test_each_upgrade_keeps_the_rows_already_stored(fresh_database, alembic_for)
         engine.dispose()
     assert (kept.owner, kept.status, kept.parameters) == ("alice", "succeeded", 7)
     assert "seed" in str(kept.spec)
+
+
+@pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
+def test_0003_adds_the_upload_tables_and_keeps_jobs_and_uploads(fresh_database, alembic_for):
+    """0002 → 0003 keeps the jobs; uploads stored at 0003 survive a round trip of the head revision's neighbours."""
+    _, url = fresh_database
+    command.upgrade(alembic_for(url), "0002")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
+                "progress_step, progress_total, progress_phase, created_at) VALUES "
+                "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, 'queued', false, 0, 0, 5, 'queued', '2026-01-01')"
+            ))
+        command.upgrade(alembic_for(url), "0003")
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO blobs (id, owner, sha256, size, chunks, created_at) VALUES ('blob_1', 'alice', :sha, 3, 1, '2026-01-01')"
+            ), {"sha": "a" * 64})
+            connection.execute(text("INSERT INTO blob_chunks (blob_id, chunk, data) VALUES ('blob_1', 0, :data)"), {"data": b"abc"})
+            connection.execute(text(
+                "INSERT INTO datasets (id, owner, name, x_blob_id, y_blob_id, points, x_shape, x_dtype, y_shape, y_dtype, size, created_at) "
+                "VALUES ('ds_1', 'alice', 'd', 'blob_1', 'blob_1', 1, '[1, 1]', 'float64', '[1]', 'float64', 3, '2026-01-01')"
+            ))
+            connection.execute(text(
+                "INSERT INTO models (id, owner, name, blob_id, format, parameters, inputs, outputs, operators, opset, size, created_at) "
+                "VALUES ('mdl_1', 'alice', 'm', 'blob_1', 'onnx', 2, '[]', '[]', '[\"Gemm\"]', 17, 3, '2026-01-01')"
+            ))
+        assert schema_differences(url) == []
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT data FROM blob_chunks WHERE blob_id = 'blob_1'")).scalar() == b"abc"
+            assert connection.execute(text("SELECT points FROM datasets WHERE id = 'ds_1'")).scalar() == 1
+        command.downgrade(alembic_for(url), "0002")
+        assert table_names(url) == {"api_keys", "sweeps", "jobs", "job_tags", "metric_chunks", "artifacts", "alembic_version"}
+        command.upgrade(alembic_for(url), "head")
+        with engine.connect() as connection:
+            kept = connection.execute(text("SELECT owner, status, parameters FROM jobs WHERE id = 'job_kept'")).one()
+    finally:
+        engine.dispose()
+    assert (kept.owner, kept.status, kept.parameters) == ("alice", "queued", 7)

@@ -1,7 +1,11 @@
 """Training data and the probe set, built deterministically from the job spec.
 
 Every source yields x of shape [n, d] and y of shape [n, O] (float); images are then
-reshaped to [n, C, H, W] for convolutional models. Targets of a classification set are
+reshaped to [n, C, H, W] for convolutional models. An uploaded data set (kind "dataset",
+arrays provided by workers.engine.uploads) keeps each point's shape, is cut to its first
+n_train points, and keeps integer x as int64 token ids for a model that takes integers
+(api_schemas.spec.takes_integer_inputs; float for mlp, cnn and resnet); an ONNX model gets
+its points in the shape of its input. Targets of a classification set are
 
     onehot: y_i = e_{c_i} ∈ {0, 1}^k          (O = k)
     label:  y_i = c_i ∈ {0, …, k−1}           (O = 1)
@@ -20,13 +24,17 @@ import numpy as np
 import torch
 from sklearn import datasets as sk
 
+from workers.engine import uploads
+
 from api_schemas.spec import (
     BuiltinData,
+    DatasetData,
     GaussianMixtureData,
     InlineData,
     JobSpec,
     Sine1DData,
     Targets,
+    takes_integer_inputs,
 )
 
 
@@ -43,11 +51,19 @@ class Dataset:
 def load_data(spec: JobSpec, *, dtype: torch.dtype = torch.float32, device: str = "cpu") -> Dataset:
     """The spec's training set and probe set as tensors on `device`."""
     x, y = _arrays(spec.data)
-    if spec.data.standardize:
+    integer = x.dtype.kind in "iu" and takes_integer_inputs(spec.model)
+    x = x if integer or x.dtype == np.float64 else x.astype(np.float64)
+    if spec.data.standardize and not integer:
         x = standardize(x)
     image = spec.image_shape() if _is_convolutional(spec) else None
-    input_shape = tuple(image) if image is not None else (x.shape[1],)
-    x_train = torch.as_tensor(x.reshape(len(x), *input_shape), dtype=dtype, device=device)
+    if image is not None:
+        input_shape = tuple(image)
+    elif spec.model.kind == "onnx" and spec.model.stored is not None:
+        input_shape = tuple(spec.model.stored.input_shape)
+    else:
+        input_shape = tuple(x.shape[1:]) if isinstance(spec.data, DatasetData) else (x.shape[1],)
+    x_dtype = torch.int64 if integer else dtype
+    x_train = torch.as_tensor(x.reshape(len(x), *input_shape), dtype=x_dtype, device=device)
     y_train = torch.as_tensor(y, dtype=dtype, device=device)
     return Dataset(x_train, y_train, x_train[: spec.data.probe_n()], input_shape)
 
@@ -71,6 +87,8 @@ def _arrays(data) -> tuple[np.ndarray, np.ndarray]:
         return builtin(data)
     if isinstance(data, InlineData):
         return inline(data)
+    if isinstance(data, DatasetData):
+        return uploaded(data)
     raise TypeError(f"unknown data kind {type(data).__name__}")
 
 
@@ -119,6 +137,16 @@ def inline(data: InlineData) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(data.x, dtype=np.float64)
     y = np.asarray(data.y, dtype=np.float64)
     return x, y.reshape(len(y), -1)
+
+
+def uploaded(data: DatasetData) -> tuple[np.ndarray, np.ndarray]:
+    """The first n_train points of an uploaded data set: x [n, ...] (float64, or int64 for integers), y [n, O] float64."""
+    x, y = uploads.dataset(data.id)
+    n = data.n_points()
+    if n > len(x):
+        raise ValueError(f"data.n_train = {n} exceeds the {len(x)} points of data set {data.id}")
+    x = x[:n].astype(np.int64 if x.dtype.kind in "iu" else np.float64)
+    return x, y[:n].astype(np.float64).reshape(n, -1)
 
 
 def encode_targets(labels: np.ndarray, classes: int, targets: Targets) -> np.ndarray:

@@ -24,6 +24,8 @@ freezes the readout (requires_grad False).
 
 The layer sizes and the parameter count come from api_schemas.architecture (arithmetic on
 the spec, shared with the service's caps); this module builds and initialises the layers.
+A layer graph (kind "graph") is built by workers/engine/graph.py, an uploaded ONNX model
+(kind "onnx") by workers/engine/onnx_model.py from the bytes the worker provides.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from torch import Tensor, nn
 from api_schemas.architecture import LayerPlan, plan_network
 from api_schemas.spec import ModelSpec
 from workers.engine.activations import apply_head, hidden_activation
+from workers.engine.graph import GraphNetwork, build_graph_network
 from workers.engine.layers import ScaledConv2d, ScaledLinear
 
 
@@ -117,8 +120,15 @@ def build_network(
     seed: int,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
-) -> Network:
+) -> Network | GraphNetwork:
     """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input."""
+    if model.kind == "graph":
+        return build_graph_network(model, input_shape, seed=seed, dtype=dtype, device=device)
+    if model.kind == "onnx":
+        from workers.engine.onnx_model import build_onnx_network
+        from workers.engine.uploads import model as uploaded_model
+
+        return build_onnx_network(model, uploaded_model(model.id), dtype=dtype, device=device)
     plan = plan_network(model, input_shape)
     generator = torch.Generator().manual_seed(seed)
     blocks = sum(layer.residual for layer in plan.hidden)

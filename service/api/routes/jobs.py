@@ -21,6 +21,7 @@ from service.api.routes import StrictJSONRoute
 from service.caps import check_spec_caps
 from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
 from service.problems import ProblemError
+from service.uploads import resolve_uploads
 from store import jobs_repo, models
 from workers.queue import Broker
 
@@ -96,6 +97,7 @@ def create_job(
     """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final."""
     key = check_key(idempotency_key)
     _refuse_nul_characters(spec)
+    spec = resolve_uploads(spec, session, owner)
     document = spec.model_dump(mode="json")
     digest = spec_hash(document)
     if key is not None and (first := jobs_repo.find_by_idempotency_key(session, owner, key)) is not None:

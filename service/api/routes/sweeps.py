@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from typing import Annotated, Literal
@@ -24,6 +25,7 @@ from service.caps import check_spec_caps
 from service.grid import GridError, expand_grid, grid_size
 from service.idempotency import spec_hash
 from service.problems import ProblemError
+from service.uploads import resolve_uploads
 from store import models, sweeps_repo
 from store.sweeps_repo import NewJob
 from workers.queue import Broker
@@ -113,6 +115,7 @@ def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, setti
     except GridError as error:
         raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
                            errors=[FieldError(field=error.field, message=str(error))]) from None
+    points = [dataclasses.replace(point, spec=resolve_uploads(point.spec, session, owner)) for point in points]
     parameters = [_checked_caps(point, settings) for point in points]
     documents = [point.spec.model_dump(mode="json") for point in points]
     with quota.reserve(session, owner, len(points), settings):

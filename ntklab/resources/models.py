@@ -1,0 +1,152 @@
+"""`client.models`: upload a network as ONNX, list, retrieve and delete uploaded models.
+
+    model = client.models.upload(module, example_input)   # a torch.nn.Module, exported here
+    model = client.models.upload("net.onnx")              # an ONNX file
+    job = client.jobs.create(model={"kind": "onnx", "id": model.id}, data=...)
+
+A module is exported on this machine with torch.onnx.export (the `[torch]` extra:
+pip install 'ntklab[torch]') with a dynamic batch axis; the service only ever parses the
+ONNX protobuf and converts it to torch in the worker. Pickled checkpoints (.pt, .pth, .pt2,
+.pkl) are refused, here and by the service: loading one can run arbitrary code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ConfigDict
+
+from api_schemas import uploads as wire
+from ntklab.resources.datasets import send_upload, send_upload_async
+
+if TYPE_CHECKING:
+    from ntklab.client import AsyncClient, Client
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt")
+REFUSED_CHECKPOINT = (
+    "ntklab takes ONNX models only: a pickled checkpoint ({name}) can run arbitrary code when loaded, so the "
+    "service never loads one. Load the module yourself and pass it: client.models.upload(module, example_input)"
+)
+
+
+class Model(wire.Model):
+    """An uploaded ONNX model as the service reports it (api_schemas.uploads.Model)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+ModelRef = str | Model
+
+
+def model_id(model: ModelRef) -> str:
+    return model.id if isinstance(model, Model) else model
+
+
+def export_onnx(module: Any, example_input: Any, *, dynamo: bool = False, opset_version: int | None = None) -> bytes:
+    """The ONNX bytes of `module` (in eval mode) traced on `example_input` [batch, ...], with a dynamic batch axis.
+
+    dynamo=False uses torch's TorchScript-based exporter (no further package); dynamo=True
+    the torch.export-based one (needs onnxscript). A batch of one is repeated to two first,
+    so that no exporter mistakes the batch axis for a constant.
+    """
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError as error:
+        raise ImportError("exporting a torch module needs torch: pip install 'ntklab[torch]'") from error
+    example = example_input if isinstance(example_input, torch.Tensor) else torch.as_tensor(example_input)
+    if example.dim() < 2:
+        raise ValueError(f"example_input must be a batch [batch, ...]; it has shape {list(example.shape)}")
+    if example.shape[0] == 1:
+        example = torch.cat([example, example])
+    training = module.training
+    module.eval()
+    try:
+        if dynamo:
+            batch = torch.export.Dim("batch", min=1)
+            program = torch.onnx.export(module, (example,), dynamo=True, input_names=["x"], output_names=["y"],
+                                        dynamic_shapes=({0: batch},), opset_version=opset_version)
+            return program.model_proto.SerializeToString()
+        buffer = io.BytesIO()
+        torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset_version)
+        return buffer.getvalue()
+    finally:
+        module.train(training)
+
+
+def model_body(model: Any, example_input: Any, *, dynamo: bool, opset_version: int | None) -> bytes:
+    """ONNX bytes from a path, from bytes, or by exporting a torch.nn.Module on `example_input`."""
+    if isinstance(model, (str, os.PathLike)):
+        name = os.fspath(model)
+        if name.lower().endswith(CHECKPOINT_SUFFIXES):
+            raise ValueError(REFUSED_CHECKPOINT.format(name=name))
+        with open(model, "rb") as file:
+            return file.read()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    if hasattr(model, "state_dict") and callable(model):
+        if example_input is None:
+            raise TypeError("exporting a module needs example_input: a batch [batch, ...] of inputs")
+        return export_onnx(model, example_input, dynamo=dynamo, opset_version=opset_version)
+    raise TypeError(f"upload() takes a torch.nn.Module, an .onnx path or ONNX bytes, not {type(model).__name__}")
+
+
+class Models:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def upload(
+        self, model: Any, example_input: Any = None, /, *, name: str | None = None, dynamo: bool = False,
+        opset_version: int | None = None,
+    ) -> Model:
+        """Upload a torch.nn.Module (exported here on `example_input`), an .onnx path, or ONNX bytes."""
+        body = model_body(model, example_input, dynamo=dynamo, opset_version=opset_version)
+        return Model.model_validate(send_upload(self._client._transport, "/v1/models", body, name).json())
+
+    def retrieve(self, model: ModelRef) -> Model:
+        return Model.model_validate(self._client._transport.request("GET", f"/v1/models/{model_id(model)}").json())
+
+    def list(self, *, limit: int | None = None) -> Iterator[Model]:
+        params: dict[str, Any] = {"limit": limit}
+        while True:
+            page = self._client._transport.request("GET", "/v1/models", params=params).json()
+            yield from (Model.model_validate(item) for item in page["data"])
+            if not page.get("has_more") or not page.get("next"):
+                return
+            params = {**params, "after": page["next"]}
+
+    def delete(self, model: ModelRef) -> None:
+        """Delete the model (a ConflictError while queued or running jobs use it)."""
+        self._client._transport.request("DELETE", f"/v1/models/{model_id(model)}")
+
+
+class AsyncModels:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def upload(
+        self, model: Any, example_input: Any = None, /, *, name: str | None = None, dynamo: bool = False,
+        opset_version: int | None = None,
+    ) -> Model:
+        body = model_body(model, example_input, dynamo=dynamo, opset_version=opset_version)
+        return Model.model_validate((await send_upload_async(self._client._transport, "/v1/models", body, name)).json())
+
+    async def retrieve(self, model: ModelRef) -> Model:
+        return Model.model_validate((await self._client._transport.request("GET", f"/v1/models/{model_id(model)}")).json())
+
+    async def list(self, *, limit: int | None = None) -> AsyncIterator[Model]:
+        params: dict[str, Any] = {"limit": limit}
+        while True:
+            page = (await self._client._transport.request("GET", "/v1/models", params=params)).json()
+            for item in page["data"]:
+                yield Model.model_validate(item)
+            if not page.get("has_more") or not page.get("next"):
+                return
+            params = {**params, "after": page["next"]}
+
+    async def delete(self, model: ModelRef) -> None:
+        await self._client._transport.request("DELETE", f"/v1/models/{model_id(model)}")

@@ -1,0 +1,207 @@
+"""/v1/datasets: upload (streamed, checked, stored once per content), list, retrieve, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
+
+from api_schemas import problems as types
+from api_schemas.problems import FieldError, Problem
+from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
+from config.settings import Settings
+from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep
+from service.api.routes import StrictJSONRoute
+from service.api.routes.jobs import as_utc
+from service.array_upload import CheckedDataset, check_dataset
+from service.problems import ProblemError
+from service.uploads import Received, invalid, receive, temporary_folder
+from store import jobs_repo, models, uploads_repo
+
+PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
+NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
+DEFAULT_PAGE_SIZE = 20
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "an .npz holding arrays x and y (np.savez), as the body or as multipart part `file`; "
+        "or multipart parts `x` and `y`, one .npy each",
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": ".npz with x and y"},
+                        "x": {"type": "string", "format": "binary", "description": ".npy, [points, ...]"},
+                        "y": {"type": "string", "format": "binary", "description": ".npy, [points] or [points, O]"},
+                        "name": {"type": "string", "maxLength": 200},
+                    },
+                }
+            },
+        },
+    }
+}
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJSONRoute)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Dataset,
+    summary="Upload a data set",
+    openapi_extra=UPLOAD_BODY,
+    responses={
+        200: {"model": Dataset, "description": "the same arrays were uploaded before: that data set"},
+        413: {**PROBLEM, "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes"},
+        422: {**PROBLEM, "description": "not a valid data set: malformed file, dtype, shape, non-finite value or too many points"},
+    },
+)
+async def upload_dataset(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    owner: OwnerDep,
+    settings: SettingsDep,
+    name: Annotated[str | None, Query(max_length=200, description="a label for the data set")] = None,
+) -> Dataset:
+    """Stream the upload to disk (never into memory), check it, store it once per content; 201, or 200 if it existed.
+
+    Checks, each refused with a problem naming the array: dtypes float or integer; x at least
+    2-D, y 1-D or 2-D, with the same number of rows; every value finite; points at most
+    max_train_points (from the header, before any data is read); bytes at most max_upload_bytes.
+    """
+    with temporary_folder() as folder:
+        received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file")
+        label = label_from(name, received)
+        row, created = await run_in_threadpool(_check_and_store, received, Path(folder), session, owner, label, settings)
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/datasets/{row.id}"
+    return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id]))
+
+
+@router.get("", response_model=DatasetPage, summary="List data sets, newest first")
+def list_datasets(
+    session: SessionDep,
+    scope: ScopeDep,
+    settings: SettingsDep,
+    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = DEFAULT_PAGE_SIZE,
+    after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
+) -> DatasetPage:
+    rows, has_more, next_cursor = page(session, models.Dataset, scope, settings, limit, after)
+    hashes = uploads_repo.blob_hashes(session, [blob for row in rows for blob in (row.x_blob_id, row.y_blob_id)])
+    return DatasetPage(data=[dataset_resource(row, hashes) for row in rows], has_more=has_more, next=next_cursor)
+
+
+@router.get("/{dataset_id}", response_model=Dataset, responses=NOT_FOUND, summary="Retrieve a data set")
+def retrieve_dataset(dataset_id: str, session: SessionDep, scope: ScopeDep) -> Dataset:
+    row = owned(session, models.Dataset, scope, dataset_id, "data set")
+    return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id]))
+
+
+@router.delete(
+    "/{dataset_id}",
+    status_code=204,
+    response_class=Response,
+    responses={**NOT_FOUND, 409: {**PROBLEM, "description": "queued or running jobs use the data set"}},
+    summary="Delete a data set",
+)
+def delete_dataset(dataset_id: str, session: SessionDep, scope: ScopeDep) -> Response:
+    row = owned(session, models.Dataset, scope, dataset_id, "data set")
+    delete_unless_used(session, row, ("data", "id"), "data set")
+    return Response(status_code=204)
+
+
+# --------------------------------------------------------------------------- shared with /v1/models
+
+
+def page(session, table, scope: str | None, settings: Settings, limit: int, after: str | None):
+    if limit > settings.max_page_size:
+        raise _invalid_query("limit", f"at most {settings.max_page_size} per page", limit)
+    before_seq = None
+    if after is not None and (before_seq := jobs_repo.decode_cursor(after)) is None:
+        raise _invalid_query("after", "not a cursor this API gave out; pass the `next` of a page", after)
+    rows, has_more = uploads_repo.list_page(session, table, scope, limit, before_seq)
+    return rows, has_more, jobs_repo.encode_cursor(rows[-1].seq) if has_more else None
+
+
+def owned(session, table, scope: str | None, upload_id: str, what: str):
+    row = uploads_repo.get(session, table, scope, upload_id)
+    if row is None:
+        raise ProblemError(404, f"no such {what}")
+    return row
+
+
+def delete_unless_used(session, row, spec_path: tuple[str, str], what: str) -> None:
+    users = uploads_repo.active_jobs_using(session, row.owner, spec_path, row.id)
+    if users:
+        listed = ", ".join(users) + (", …" if len(users) == 10 else "")
+        raise ProblemError(
+            409,
+            f"the {what} is used by queued or running jobs ({listed}); cancel them or wait until they finish",
+            type=types.INVALID_STATE,
+        )
+    uploads_repo.delete_upload(session, row)
+    session.commit()
+
+
+def label_from(name: str | None, received: Received) -> str | None:
+    label = name if name is not None else received.fields.get("name")
+    if label is not None and ("\x00" in label or len(label) > 200):
+        raise invalid("name", "at most 200 characters, without NUL")
+    return label
+
+
+
+def _check_and_store(
+    received: Received, folder: Path, session, owner: str, name: str | None, settings: Settings
+) -> tuple[models.Dataset, bool]:
+    checked = check_dataset(received, folder, settings)
+    for attempt in range(2):
+        try:
+            return _store(session, owner, name, checked)
+        except IntegrityError:
+            session.rollback()
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _store(session, owner: str, name: str | None, checked: CheckedDataset) -> tuple[models.Dataset, bool]:
+    x_blob = uploads_repo.save_blob(session, owner, checked.x.sha256, checked.x.size, checked.x.path)
+    y_blob = uploads_repo.save_blob(session, owner, checked.y.sha256, checked.y.size, checked.y.path)
+    existing = uploads_repo.find_dataset(session, owner, x_blob, y_blob)
+    if existing is not None:
+        session.commit()
+        return existing, False
+    row = models.Dataset(
+        id=models.new_id("ds"), owner=owner, name=name, x_blob_id=x_blob, y_blob_id=y_blob, points=checked.points,
+        x_shape=list(checked.x.shape), x_dtype=checked.x.dtype.name, y_shape=list(checked.y.shape),
+        y_dtype=checked.y.dtype.name, size=checked.x.size + checked.y.size, created_at=models.utcnow(),
+    )
+    session.add(row)
+    session.commit()
+    return row, True
+
+
+def dataset_resource(row: models.Dataset, hashes: dict[str, str]) -> Dataset:
+    return Dataset(
+        id=row.id,
+        name=row.name,
+        points=row.points,
+        x=ArrayInfo(shape=row.x_shape, dtype=row.x_dtype, sha256=hashes.get(row.x_blob_id, "")),
+        y=ArrayInfo(shape=row.y_shape, dtype=row.y_dtype, sha256=hashes.get(row.y_blob_id, "")),
+        size=row.size,
+        created_at=as_utc(row.created_at),
+    )
+
+
+def _invalid_query(field: str, message: str, value) -> ProblemError:
+    return ProblemError(
+        422, f"{field}: {message}", type=types.VALIDATION, title="Request failed validation",
+        errors=[FieldError(field=field, message=message, value=value)],
+    )

@@ -1,0 +1,156 @@
+"""/v1/models: upload an ONNX model (streamed, parsed, never run), list, retrieve, delete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
+
+from api_schemas import problems as types
+from api_schemas.problems import Problem
+from api_schemas.uploads import Model, ModelPage, TensorInfo
+from config.settings import Settings
+from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep
+from service.api.routes import StrictJSONRoute
+from service.api.routes.datasets import DEFAULT_PAGE_SIZE, delete_unless_used, label_from, owned, page
+from service.api.routes.jobs import as_utc
+from service.onnx_upload import check_onnx
+from service.uploads import Received, invalid, receive, temporary_folder
+from store import models, uploads_repo
+
+PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
+NOT_FOUND = {404: {**PROBLEM, "description": "no such model (or not yours)"}}
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "an ONNX file (one protobuf, no external data), as the body or as multipart part `file`",
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}, "name": {"type": "string", "maxLength": 200}},
+                }
+            },
+        },
+    }
+}
+
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONRoute)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Model,
+    summary="Upload an ONNX model",
+    openapi_extra=UPLOAD_BODY,
+    responses={
+        200: {"model": Model, "description": "the same file was uploaded before: that model"},
+        413: {**PROBLEM, "description": "the file (or a tensor it declares) exceeds max_upload_bytes"},
+        422: {**PROBLEM, "description": "not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator"},
+    },
+)
+async def upload_model(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    owner: OwnerDep,
+    settings: SettingsDep,
+    name: Annotated[str | None, Query(max_length=200, description="a label for the model")] = None,
+) -> Model:
+    """Stream the file to disk, parse the protobuf (nothing is run) and check it; 201, or 200 if it existed.
+
+    The answer lists the model's input and output, its trainable parameter count and the
+    operators it uses. Pickles and torch checkpoints (.pt, .pt2) are refused: loading them
+    can run code.
+    """
+    with temporary_folder() as folder:
+        received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file",), plain="file")
+        label = label_from(name, received)
+        row, created = await run_in_threadpool(_check_and_store, received, session, owner, label, settings)
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/models/{row.id}"
+    return model_resource(row, uploads_repo.blob_hashes(session, [row.blob_id]))
+
+
+@router.get("", response_model=ModelPage, summary="List models, newest first")
+def list_models(
+    session: SessionDep,
+    scope: ScopeDep,
+    settings: SettingsDep,
+    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = DEFAULT_PAGE_SIZE,
+    after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
+) -> ModelPage:
+    rows, has_more, next_cursor = page(session, models.UploadedModel, scope, settings, limit, after)
+    hashes = uploads_repo.blob_hashes(session, [row.blob_id for row in rows])
+    return ModelPage(data=[model_resource(row, hashes) for row in rows], has_more=has_more, next=next_cursor)
+
+
+@router.get("/{model_id}", response_model=Model, responses=NOT_FOUND, summary="Retrieve a model")
+def retrieve_model(model_id: str, session: SessionDep, scope: ScopeDep) -> Model:
+    row = owned(session, models.UploadedModel, scope, model_id, "model")
+    return model_resource(row, uploads_repo.blob_hashes(session, [row.blob_id]))
+
+
+@router.delete(
+    "/{model_id}",
+    status_code=204,
+    response_class=Response,
+    responses={**NOT_FOUND, 409: {**PROBLEM, "description": "queued or running jobs use the model"}},
+    summary="Delete a model",
+)
+def delete_model(model_id: str, session: SessionDep, scope: ScopeDep) -> Response:
+    row = owned(session, models.UploadedModel, scope, model_id, "model")
+    delete_unless_used(session, row, ("model", "id"), "model")
+    return Response(status_code=204)
+
+
+def _check_and_store(
+    received: Received, session, owner: str, name: str | None, settings: Settings
+) -> tuple[models.UploadedModel, bool]:
+    file = received.files.get("file")
+    if file is None:
+        raise invalid("file", "send the ONNX file as the body or as multipart part `file`")
+    if file.filename and file.filename.lower().endswith((".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt", ".bin")):
+        raise invalid("file", f"{file.filename!r} looks like a torch checkpoint or pickle; ntklab takes ONNX files only, "
+                      "because loading a checkpoint can run code (export with torch.onnx.export)")
+    checked = check_onnx(file.path, settings)
+    for attempt in range(2):
+        try:
+            blob = uploads_repo.save_blob(session, owner, file.sha256, file.size, file.path)
+            existing = uploads_repo.find_model(session, owner, blob)
+            if existing is not None:
+                session.commit()
+                return existing, False
+            row = models.UploadedModel(
+                id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
+                parameters=checked.parameters, inputs=checked.inputs, outputs=checked.outputs,
+                operators=checked.operators, opset=checked.opset, size=file.size, created_at=models.utcnow(),
+            )
+            session.add(row)
+            session.commit()
+            return row, True
+        except IntegrityError:
+            session.rollback()
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def model_resource(row: models.UploadedModel, hashes: dict[str, str]) -> Model:
+    return Model(
+        id=row.id,
+        name=row.name,
+        sha256=hashes.get(row.blob_id, ""),
+        size=row.size,
+        parameters=row.parameters,
+        inputs=[TensorInfo(**tensor) for tensor in row.inputs],
+        outputs=[TensorInfo(**tensor) for tensor in row.outputs],
+        operators=row.operators,
+        opset=row.opset,
+        created_at=as_utc(row.created_at),
+    )

@@ -1,0 +1,219 @@
+"""Checking an uploaded data set: x and y as .npy files (or the two members of an .npz), headers first.
+
+Accepted (anything else is a 4xx naming the array and the reason; nothing is stored):
+
+    x   [points, ...] (2-D or more), float16/32/64 or (u)int8…int64 — integers are token ids
+        for embedding inputs and are kept as int64 by the engine
+    y   [points] or [points, O], float or integer
+    every value finite; 1 ≤ points ≤ settings.max_train_points; each array, and the two
+    together, at most settings.max_upload_bytes
+
+The .npy header is parsed (numpy's own parser: a Python literal, never a pickle) and checked
+before any data is read, so a header declaring 10⁹ rows is refused at once; the data must
+then be exactly the bytes the header declares. Values are checked through a read-only
+memory map, a block of rows at a time. `allow_pickle` is never true.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from numpy.lib import format as npy
+
+from api_schemas import problems as types
+from api_schemas.problems import FieldError
+from config.settings import Settings
+from service.problems import ProblemError
+from service.uploads import Received, invalid, too_large
+
+NPZ_MEMBERS = {"x.npy": "x", "y.npy": "y"}
+MAX_HEADER_BYTES = 10_000
+COPY_BYTES = 1 << 20
+CHECK_VALUES = 1 << 22
+
+
+@dataclass(frozen=True)
+class CheckedArray:
+    """An array that passed every check, as a .npy file on disk with its SHA-256."""
+
+    path: Path
+    sha256: str
+    size: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class CheckedDataset:
+    x: CheckedArray
+    y: CheckedArray
+
+    @property
+    def points(self) -> int:
+        return self.x.shape[0]
+
+
+def check_dataset(received: Received, folder: Path, settings: Settings) -> CheckedDataset:
+    """The upload's x and y, checked; raises a 413/422 problem naming the array at fault."""
+    if "file" in received.files:
+        if {"x", "y"} & set(received.files):
+            raise invalid("file", "send either one .npz file or the x and y .npy files, not both")
+        x, y = _from_npz(received.files["file"].path, folder, settings)
+    else:
+        missing = [name for name in ("x", "y") if name not in received.files]
+        if missing:
+            raise invalid(missing[0], f"the {missing[0]} array is missing: send an .npz with x and y, or .npy parts x and y")
+        x, y = (_from_npy(received.files[name].path, name, received.files[name].sha256, settings) for name in ("x", "y"))
+    if y.shape[0] != x.shape[0]:
+        raise invalid("y", f"y has {y.shape[0]} rows but x has {x.shape[0]}", value=y.shape[0])
+    if x.size + y.size > settings.max_upload_bytes:
+        raise too_large(x.size + y.size, settings.max_upload_bytes, "unpacks to")
+    for name, array in (("x", x), ("y", y)):
+        _check_values(array, name)
+    return CheckedDataset(x, y)
+
+
+# --------------------------------------------------------------------------- headers
+
+
+@dataclass(frozen=True)
+class Header:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    offset: int
+
+    @property
+    def data_bytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def read_header(stream: BinaryIO, name: str) -> Header:
+    """Parse the .npy magic and header (numpy's literal parser); refuses object, structured and Fortran-less oddities."""
+    try:
+        version = npy.read_magic(stream)
+        reader = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+        if reader is None:
+            raise ValueError(f"unsupported .npy format version {version}")
+        shape, _fortran_order, dtype = reader(stream, max_header_size=MAX_HEADER_BYTES)
+    except (ValueError, SyntaxError, TypeError, EOFError, OSError) as error:
+        raise invalid(name, f"not a .npy array (numpy's format): {error}") from None
+    return Header(tuple(int(n) for n in shape), dtype, stream.tell() if stream.seekable() else -1)
+
+
+def check_header(header: Header, name: str, settings: Settings) -> None:
+    dtype, shape = header.dtype, header.shape
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise invalid(name, f"dtype {dtype.str!r} is not allowed: only float and integer arrays (never objects or pickles)", value=dtype.str)
+    if dtype.kind not in "fiu" or (dtype.kind == "u" and dtype.itemsize == 8) or (dtype.kind == "f" and dtype.itemsize > 8):
+        raise invalid(name, f"dtype {dtype.name} is not allowed: float16/32/64 or (u)int8…int64 only", value=dtype.name)
+    if name == "x" and len(shape) < 2:
+        raise invalid(name, f"x must be [points, ...] with at least 2 dimensions; it is {list(shape)}", value=len(shape))
+    if name == "y" and len(shape) not in (1, 2):
+        raise invalid(name, f"y must be [points] or [points, O]; it is {list(shape)}", value=len(shape))
+    if any(n < 1 for n in shape):
+        raise invalid(name, f"{name} has an empty dimension: shape {list(shape)}")
+    if shape[0] > settings.max_train_points:
+        message = f"{name} declares {shape[0]} points; the cap is {settings.max_train_points} (setting max_train_points)"
+        raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
+                           errors=[FieldError(field=name, message=message, limit=settings.max_train_points, value=shape[0])])
+    if header.data_bytes > settings.max_upload_bytes:
+        raise too_large(header.data_bytes, settings.max_upload_bytes, f"declares an array ({name}) of")
+
+
+# --------------------------------------------------------------------------- .npy and .npz
+
+
+def _from_npy(path: Path, name: str, sha256: str, settings: Settings) -> CheckedArray:
+    with open(path, "rb") as stream:
+        header = read_header(stream, name)
+    check_header(header, name, settings)
+    size = path.stat().st_size
+    expected = header.offset + header.data_bytes
+    if size != expected:
+        what = "truncated" if size < expected else "followed by extra bytes"
+        raise invalid(name, f"the .npy data is {what}: the header declares {expected} bytes, the file has {size}")
+    return CheckedArray(path, sha256, size, header.shape, header.dtype)
+
+
+def _from_npz(path: Path, folder: Path, settings: Settings) -> tuple[CheckedArray, CheckedArray]:
+    """Unpack x.npy and y.npy, checking each header before its data is decompressed."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise invalid("file", f"not an .npz (zip) archive: {error}") from None
+    with archive:
+        names = archive.namelist()
+        unexpected = sorted(set(names) - set(NPZ_MEMBERS))
+        if unexpected or len(names) != len(set(names)):
+            raise invalid("file", f"the .npz must hold exactly x.npy and y.npy; it also holds {unexpected or 'duplicates'}")
+        checked = {}
+        for member, name in NPZ_MEMBERS.items():
+            if member not in names:
+                raise invalid(name, f"the .npz has no array {name!r} (np.savez(path, x=..., y=...))")
+            info = archive.getinfo(member)
+            if info.file_size > settings.max_upload_bytes:
+                raise too_large(info.file_size, settings.max_upload_bytes, f"declares an array ({name}) of")
+            checked[name] = _unpack(archive, info, name, folder / f"{name}.npy", settings)
+    return checked["x"], checked["y"]
+
+
+class _Tee:
+    """Reads from a stream while writing, hashing and counting every byte read."""
+
+    def __init__(self, source: BinaryIO, target: BinaryIO) -> None:
+        self.source, self.target = source, target
+        self.hash, self.count = hashlib.sha256(), 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.source.read(size)
+        self.target.write(data)
+        self.hash.update(data)
+        self.count += len(data)
+        return data
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, target: Path, settings: Settings) -> CheckedArray:
+    try:
+        with archive.open(info) as member, open(target, "wb") as out:
+            tee = _Tee(member, out)
+            header = read_header(tee, name)
+            check_header(header, name, settings)
+            expected = tee.count + header.data_bytes
+            while tee.count <= expected and tee.read(min(COPY_BYTES, expected + 1 - tee.count)):
+                pass
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError) as error:
+        raise invalid(name, f"cannot unpack {info.filename} from the .npz: {error}") from None
+    if tee.count != expected:
+        what = "truncated" if tee.count < expected else "followed by extra bytes"
+        raise invalid(name, f"the .npy data is {what}: the header declares {expected} bytes")
+    return CheckedArray(target, tee.hash.hexdigest(), tee.count, header.shape, header.dtype)
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _check_values(array: CheckedArray, name: str) -> None:
+    """Every value finite (integers always are), read through a memory map a block of rows at a time."""
+    if array.dtype.kind != "f":
+        return
+    values = np.load(array.path, mmap_mode="r", allow_pickle=False)
+    per_row = max(1, math.prod(array.shape[1:]))
+    rows = max(1, CHECK_VALUES // per_row)
+    for start in range(0, array.shape[0], rows):
+        block = np.asarray(values[start : start + rows])
+        finite = np.isfinite(block)
+        if not finite.all():
+            where = tuple(int(i) for i in np.argwhere(~finite)[0])
+            at = (start + where[0], *where[1:])
+            bad = block[where]
+            raise invalid(name, f"{name} holds a non-finite value ({bad}) at index {list(at)}; every value must be finite")
+    del values

@@ -1,0 +1,211 @@
+"""Checking an uploaded ONNX model: the protobuf is parsed and inspected, never run.
+
+Refused with a 422 naming what is wrong (nothing is stored):
+    a pickle or a zip archive (torch.save / .pt / .pt2 checkpoints: loading them can run code),
+    bytes that do not parse as an ONNX ModelProto, or that onnx.checker finds malformed;
+    external-data references (a tensor whose bytes live in another file), sparse initializers,
+    model-local functions, operator domains other than the default, subgraphs;
+    an operator outside api_schemas.uploads.ONNX_OPERATORS (the error names it and its node);
+    a tensor whose declared size exceeds max_upload_bytes or differs from the bytes it holds;
+    anything but one floating-point or integer input [batch, ...] with a symbolic batch axis and
+    one output [batch, O];
+    more than settings.max_model_nodes nodes.
+The trainable parameters are the floating-point initializers with at least one dimension,
+except a batch norm's running statistics (api_schemas.uploads.ONNX_CONSTANT_INPUTS); their
+element count is the model's `parameters`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto
+
+from api_schemas.problems import FieldError
+from api_schemas.uploads import INVALID_UPLOAD, ONNX_CONSTANT_INPUTS, ONNX_OPERATORS
+from config.settings import Settings
+from service.problems import ProblemError
+from service.uploads import invalid, too_large
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+FLOAT_TYPES = {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2}
+INTEGER_TYPES = {TensorProto.INT64: 8, TensorProto.INT32: 4}
+TENSOR_TYPES = FLOAT_TYPES | INTEGER_TYPES | {TensorProto.BOOL: 1}
+TYPE_NAMES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
+              TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool"}
+TYPED_FIELDS = ("float_data", "double_data", "int32_data", "int64_data")
+PICKLE_EXPLANATION = (
+    "ntklab takes ONNX files only: loading a pickle or a torch checkpoint (.pt, .pth, .pt2) can run "
+    "arbitrary code, so none is ever loaded; export the module with torch.onnx.export, or use "
+    "client.models.upload(module, example_input)"
+)
+
+
+@dataclass(frozen=True)
+class CheckedModel:
+    parameters: int
+    inputs: list[dict]
+    outputs: list[dict]
+    operators: list[str]
+    opset: int
+
+
+def check_onnx(path: Path, settings: Settings) -> CheckedModel:
+    data = path.read_bytes()
+    _refuse_code_formats(data)
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as error:
+        raise invalid("file", f"not an ONNX model: the protobuf does not parse ({error})") from None
+    del data
+    if not model.HasField("graph") or not model.graph.node or model.ir_version <= 0:
+        raise invalid("file", "not an ONNX model: no graph (a truncated or foreign file?)")
+    opset = _opset(model)
+    _refuse_outside_references(model)
+    operators = _operators(model, settings)
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    constants = _constant_initializers(model)
+    parameters = sum(
+        _checked_tensor(tensor, f"graph.initializer.{tensor.name}", settings) * (tensor.name not in constants)
+        for tensor in model.graph.initializer
+    )
+    for index, node in enumerate(model.graph.node):
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                _checked_tensor(attribute.t, f"graph.node.{index}.{attribute.name}", settings)
+    try:
+        onnx.checker.check_model(model)
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, RuntimeError, ValueError) as error:
+        raise invalid("file", f"the ONNX model is malformed: {str(error).strip()[:800]}") from None
+    inputs = [_tensor_info(value) for value in model.graph.input if value.name not in initializers]
+    outputs = [_tensor_info(value) for value in model.graph.output]
+    _check_signature(inputs, outputs)
+    return CheckedModel(parameters, inputs, outputs, operators, opset)
+
+
+def _constant_initializers(model: onnx.ModelProto) -> set[str]:
+    """Initializers that feed only inputs ONNX_CONSTANT_INPUTS keeps constant (running statistics)."""
+    constant, trainable = set(), set()
+    for node in model.graph.node:
+        kept = ONNX_CONSTANT_INPUTS.get(node.op_type, ())
+        for index, name in enumerate(node.input):
+            (constant if index in kept else trainable).add(name)
+    return constant - trainable
+
+
+def _refuse_code_formats(data: bytes) -> None:
+    if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise invalid("file", f"this is a Python pickle, not an ONNX model. {PICKLE_EXPLANATION}")
+    if data[:4] == b"PK\x03\x04":
+        raise invalid("file", f"this is a zip archive (a torch checkpoint or .pt2?), not an ONNX model. {PICKLE_EXPLANATION}")
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    versions = {entry.domain: entry.version for entry in model.opset_import}
+    foreign = sorted(domain for domain in versions if domain not in DEFAULT_DOMAINS)
+    if foreign:
+        raise invalid("opset_import", f"operator domains other than the default are not supported: {foreign}")
+    version = versions.get("", versions.get("ai.onnx"))
+    if version is None:
+        raise invalid("opset_import", "the model imports no default-domain opset")
+    return int(version)
+
+
+def _refuse_outside_references(model: onnx.ModelProto) -> None:
+    if model.functions:
+        raise invalid("functions", f"model-local functions are not supported ({model.functions[0].name!r})")
+    if model.graph.sparse_initializer:
+        raise invalid("graph.sparse_initializer", "sparse initializers are not supported")
+    tensors = [(f"graph.initializer.{t.name}", t) for t in model.graph.initializer]
+    for index, node in enumerate(model.graph.node):
+        for attribute in node.attribute:
+            if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                raise invalid(f"graph.node.{index}", f"subgraphs are not supported (node {node.name!r}, {node.op_type})")
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                tensors.append((f"graph.node.{index}.{attribute.name}", attribute.t))
+            if attribute.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.TENSORS):
+                raise invalid(f"graph.node.{index}", f"attribute {attribute.name!r}: sparse or tensor-list attributes are not supported")
+    for where, tensor in tensors:
+        if tensor.data_location == TensorProto.EXTERNAL or tensor.external_data:
+            location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "?")
+            raise invalid(where, f"tensor {tensor.name!r} refers to external data ({location!r}); "
+                          "external-data references are refused: save the model as one file", value=location[:200])
+
+
+def _operators(model: onnx.ModelProto, settings: Settings) -> list[str]:
+    nodes = model.graph.node
+    if len(nodes) > settings.max_model_nodes:
+        message = f"the graph has {len(nodes)} nodes; the cap is {settings.max_model_nodes} (setting max_model_nodes)"
+        raise ProblemError(422, message, type="urn:ntklab:problem:resource-cap", title="Request exceeds a resource cap",
+                           errors=[FieldError(field="graph.node", message=message, limit=settings.max_model_nodes, value=len(nodes))])
+    errors = []
+    for index, node in enumerate(nodes):
+        if node.domain not in DEFAULT_DOMAINS:
+            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.domain}.{node.op_type} (node {node.name!r}) is in a custom domain", value=node.op_type))
+        elif node.op_type not in ONNX_OPERATORS:
+            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.op_type!r} (node {node.name!r}) is not supported", value=node.op_type))
+    if errors:
+        unsupported = sorted({str(error.value) for error in errors})
+        detail = f"unsupported ONNX operators: {', '.join(unsupported)}; supported: {', '.join(sorted(ONNX_OPERATORS))}"
+        raise ProblemError(422, detail, type=INVALID_UPLOAD, title="Upload refused", errors=errors[:50])
+    return sorted({node.op_type for node in nodes})
+
+
+def _checked_tensor(tensor: TensorProto, where: str, settings: Settings) -> int:
+    """The tensor's element count if it is a trainable parameter (float, ≥ 1 dimension), else 0; refuses bad sizes."""
+    if tensor.data_type not in TENSOR_TYPES:
+        raise invalid(where, f"tensor {tensor.name!r} has element type {TensorProto.DataType.Name(tensor.data_type)}; "
+                      "float16/32/64, int32/64 and bool only")
+    if any(dim < 0 for dim in tensor.dims):
+        raise invalid(where, f"tensor {tensor.name!r} declares a negative dimension {list(tensor.dims)}")
+    elements = math.prod(tensor.dims)
+    declared = elements * TENSOR_TYPES[tensor.data_type]
+    if declared > settings.max_upload_bytes:
+        raise too_large(declared, settings.max_upload_bytes, f"declares a tensor ({tensor.name!r}) of")
+    if tensor.HasField("raw_data"):
+        held = len(tensor.raw_data)
+        if held != declared:
+            raise invalid(where, f"tensor {tensor.name!r} declares {declared} bytes ({list(tensor.dims)}) but holds {held}")
+    else:
+        held = sum(len(getattr(tensor, name)) for name in TYPED_FIELDS)
+        if tensor.data_type == TensorProto.FLOAT16:
+            held = len(tensor.int32_data)
+        if held != elements:
+            raise invalid(where, f"tensor {tensor.name!r} declares {elements} values ({list(tensor.dims)}) but holds {held}")
+    return elements if tensor.data_type in FLOAT_TYPES and len(tensor.dims) >= 1 else 0
+
+
+def _tensor_info(value: onnx.ValueInfoProto) -> dict:
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise invalid(f"graph.io.{value.name}", f"{value.name!r} is a {kind}; only tensors are supported")
+    tensor = value.type.tensor_type
+    shape: list[int | str] = []
+    for dim in tensor.shape.dim:
+        which = dim.WhichOneof("value")
+        shape.append(int(dim.dim_value) if which == "dim_value" else (dim.dim_param or "?"))
+    dtype = TYPE_NAMES.get(tensor.elem_type, TensorProto.DataType.Name(tensor.elem_type).lower())
+    return {"name": value.name, "dtype": dtype, "shape": shape}
+
+
+def _check_signature(inputs: list[dict], outputs: list[dict]) -> None:
+    if len(inputs) != 1:
+        raise invalid("graph.input", f"the model must take exactly one input; it takes {len(inputs)}: {[i['name'] for i in inputs]}")
+    if len(outputs) != 1:
+        raise invalid("graph.output", f"the model must give exactly one output; it gives {len(outputs)}")
+    (given,), (answer,) = inputs, outputs
+    if given["dtype"] not in ("float32", "float64", "float16", "int64", "int32"):
+        raise invalid("graph.input", f"input {given['name']!r} is {given['dtype']}; a float or integer tensor is needed")
+    if len(given["shape"]) < 2 or isinstance(given["shape"][0], int):
+        raise invalid("graph.input", f"input {given['name']!r} has shape {given['shape']}: it must be [batch, ...] with a "
+                      "symbolic batch axis (export with dynamic_axes={'x': {0: 'batch'}})")
+    if answer["dtype"] not in ("float32", "float64", "float16"):
+        raise invalid("graph.output", f"output {answer['name']!r} is {answer['dtype']}; a float tensor is needed")
+    if len(answer["shape"]) != 2 or not isinstance(answer["shape"][1], int) or answer["shape"][1] < 1:
+        raise invalid("graph.output", f"output {answer['name']!r} has shape {answer['shape']}: it must be [batch, O] with a fixed O")

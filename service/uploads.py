@@ -1,0 +1,287 @@
+"""Receiving an upload, and looking up the uploads a job spec names.
+
+The request body is streamed to files, hashed and counted, never held in memory:
+
+    POST /v1/datasets, /v1/models   Content-Type: multipart/form-data  → one file per named part
+                                    any other type (application/octet-stream, …) → the body is one file
+
+Each file is written to a temporary folder as its bytes arrive, with its SHA-256 and size;
+the whole body counts against `settings.max_upload_bytes` (413 the moment it goes over,
+and at once when Content-Length declares more). These paths are exempt from the buffering
+of `service.caps.BodySizeLimit` (see UPLOAD_PATHS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from pydantic import ValidationError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from sqlalchemy.orm import Session
+from starlette.requests import ClientDisconnect, Request
+
+from api_schemas import problems as types
+from api_schemas.problems import FieldError
+from api_schemas.spec import DatasetData, JobSpec, ModelSpec, input_dim, takes_integer_inputs
+from api_schemas.uploads import INVALID_UPLOAD
+from service.problems import ProblemError, field_errors, summarize
+from store import uploads_repo
+from store.models import Dataset, UploadedModel
+
+UPLOAD_PATHS = frozenset({"/v1/datasets", "/v1/models"})
+MAX_TEXT_FIELD_BYTES = 1000
+
+
+@dataclass
+class ReceivedFile:
+    path: Path
+    size: int = 0
+    sha256: str = ""
+    filename: str | None = None
+
+
+@dataclass
+class Received:
+    """The files of an upload by part name ("file" for a plain body) and its short text fields."""
+
+    files: dict[str, ReceivedFile] = field(default_factory=dict)
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def too_large(size: int, limit: int, verb: str) -> ProblemError:
+    message = f"the upload {verb} {size} bytes; the cap is {limit} (setting max_upload_bytes)"
+    return ProblemError(
+        413, message, type=types.BODY_TOO_LARGE, title="Upload too large",
+        errors=[FieldError(field="body", message=message, limit=limit, value=size)],
+        headers={"Connection": "close"},
+    )
+
+
+def invalid(field_name: str, message: str, *, value: str | int | None = None, type: str = INVALID_UPLOAD) -> ProblemError:
+    return ProblemError(
+        422, f"{field_name}: {message}", type=type, title="Upload refused",
+        errors=[FieldError(field=field_name, message=message, value=value)],
+    )
+
+
+class _Writer:
+    """One file being received: written and hashed chunk by chunk."""
+
+    def __init__(self, path: Path, filename: str | None) -> None:
+        self.file = ReceivedFile(path, filename=filename)
+        self._out: BinaryIO = open(path, "wb")
+        self._hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        self._out.write(data)
+        self._hash.update(data)
+        self.file.size += len(data)
+
+    def close(self) -> ReceivedFile:
+        if not self._out.closed:
+            self._out.close()
+            self.file.sha256 = self._hash.hexdigest()
+        return self.file
+
+
+async def receive(request: Request, folder: Path, limit: int, *, parts: tuple[str, ...], plain: str) -> Received:
+    """Stream the body into `folder`: multipart parts named in `parts`, or the whole body as part `plain`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared), limit, "declares")
+    content_type, options = parse_options_header(request.headers.get("content-type", ""))
+    chunks = _counted(request, limit)
+    if content_type == b"multipart/form-data":
+        boundary = options.get(b"boundary")
+        if not boundary:
+            raise invalid("content-type", "multipart/form-data needs a boundary parameter")
+        return await _multipart(chunks, boundary, folder, parts)
+    writer = _Writer(folder / plain, None)
+    try:
+        async for chunk in chunks:
+            writer.write(chunk)
+    finally:
+        writer.close()
+    received = Received(files={plain: writer.file})
+    if writer.file.size == 0:
+        raise invalid(plain, "the body is empty; send the file as the request body or as multipart/form-data")
+    return received
+
+
+async def _counted(request: Request, limit: int) -> AsyncIterator[bytes]:
+    total = 0
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise too_large(total, limit, "sent at least")
+            if chunk:
+                yield chunk
+    except ClientDisconnect:
+        raise ProblemError(400, "the client closed the connection before the upload ended") from None
+
+
+async def _multipart(chunks: AsyncIterator[bytes], boundary: bytes, folder: Path, parts: tuple[str, ...]) -> Received:
+    received = Received()
+    state: dict = {"headers": {}, "field": b"", "value": b"", "writer": None, "text": None, "name": None}
+    errors: list[ProblemError] = []
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        state["field"] += data[start:end]
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        state["value"] += data[start:end]
+
+    def on_header_end() -> None:
+        state["headers"][state["field"].lower()] = state["value"]
+        state["field"], state["value"] = b"", b""
+
+    def on_headers_finished() -> None:
+        _, disposition = parse_options_header(state["headers"].get(b"content-disposition", b""))
+        name = disposition.get(b"name", b"").decode("utf-8", "replace")
+        filename = disposition.get(b"filename")
+        state["headers"], state["name"] = {}, name
+        if filename is None:
+            if name != "name":
+                errors.append(invalid(name or "multipart", f"unexpected form field {name!r}; send the arrays as file parts"))
+            state["text"] = bytearray()
+            return
+        if name not in parts:
+            errors.append(invalid(name or "multipart", f"unexpected file part {name!r}; expected {' and '.join(parts)}"))
+        elif name in received.files:
+            errors.append(invalid(name, f"the file part {name!r} was sent twice"))
+        else:
+            state["writer"] = _Writer(folder / name, filename.decode("utf-8", "replace"))
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        if state["writer"] is not None:
+            state["writer"].write(data[start:end])
+        elif state["text"] is not None:
+            state["text"] += data[start:end]
+            if len(state["text"]) > MAX_TEXT_FIELD_BYTES:
+                errors.append(invalid(state["name"], f"longer than {MAX_TEXT_FIELD_BYTES} bytes"))
+                state["text"] = None
+
+    def on_part_end() -> None:
+        if state["writer"] is not None:
+            written = state["writer"].close()
+            received.files[state["name"]] = written
+        elif state["text"] is not None:
+            received.fields[state["name"]] = state["text"].decode("utf-8", "replace")
+        state["writer"], state["text"] = None, None
+
+    parser = MultipartParser(boundary, {
+        "on_header_field": on_header_field, "on_header_value": on_header_value, "on_header_end": on_header_end,
+        "on_headers_finished": on_headers_finished, "on_part_data": on_part_data, "on_part_end": on_part_end,
+    })
+    try:
+        async for chunk in chunks:
+            parser.write(chunk)
+            if errors:
+                raise errors[0]
+        parser.finalize()
+    except ProblemError:
+        raise
+    except Exception as error:  # python_multipart's parse errors
+        raise invalid("body", f"malformed multipart/form-data: {error}") from None
+    finally:
+        if state["writer"] is not None:
+            state["writer"].close()
+    if errors:
+        raise errors[0]
+    return received
+
+
+def temporary_folder() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="ntklab-upload-")
+
+
+# --------------------------------------------------------------------------- jobs that name an upload
+
+
+def resolve_uploads(spec: JobSpec, session: Session, owner: str) -> JobSpec:
+    """The spec with its uploads looked up (the owner's own only) and `stored` filled in; 422 naming the field otherwise.
+
+    data.kind = "dataset": n_train defaults to every stored point and must not exceed them;
+    standardize is refused for integer x (token ids). model.kind = "onnx": the data's points
+    must fit the model's input, and model.output_dim comes from the model's output width.
+    The filled-in spec is validated again, so every rule of JobSpec applies to the stored shapes.
+    """
+    uses_dataset = isinstance(spec.data, DatasetData)
+    if not uses_dataset and spec.model.kind != "onnx":
+        return spec
+    document = spec.model_dump(mode="json")
+    errors: list[FieldError] = []
+    point_shape: tuple[int, ...] | None = None
+    x_integer = False
+    if uses_dataset:
+        point_shape, x_integer = _resolve_dataset(spec.data, document["data"], session, owner, errors)
+    if spec.model.kind == "onnx" and not errors:
+        if point_shape is None:
+            point_shape = tuple(spec.image_shape() or (input_dim(spec.data),))
+        _resolve_model(spec.model, document["model"], session, owner, point_shape, x_integer, errors)
+    if x_integer and spec.data.standardize and _keeps_integers(spec.model, document["model"]):
+        errors.append(FieldError(field="data.standardize", message=f"data set {spec.data.id} has integer x (token ids for "
+                                 f"this {spec.model.kind} model); standardize applies to float inputs only", value=True))
+    if errors:
+        raise ProblemError(422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors)
+    try:
+        return JobSpec.model_validate(document)
+    except ValidationError as error:
+        located = [{**entry, "loc": ("body", *entry["loc"])} for entry in error.errors()]
+        found = field_errors(located, document)
+        raise ProblemError(422, summarize(found), type=types.VALIDATION, title="Request failed validation", errors=found) from None
+
+
+def _resolve_dataset(data: DatasetData, document: dict, session: Session, owner: str, errors: list[FieldError]):
+    row = uploads_repo.get(session, Dataset, owner, data.id)
+    if row is None:
+        errors.append(FieldError(field="data.id", message=f"no data set {data.id} (or not yours)", value=data.id))
+        return None, False
+    n_train = data.n_train if data.n_train is not None else row.points
+    if n_train > row.points:
+        errors.append(FieldError(field="data.n_train", message=f"data.n_train = {n_train} exceeds the {row.points} points "
+                                 f"of data set {row.id}", limit=row.points, value=n_train))
+    x_integer = row.x_dtype.startswith(("int", "uint"))
+    y_width = row.y_shape[1] if len(row.y_shape) == 2 else 1
+    document["n_train"] = n_train
+    document["stored"] = {"points": row.points, "x_shape": row.x_shape[1:], "x_integer": x_integer, "y_width": y_width}
+    return tuple(row.x_shape[1:]), x_integer
+
+
+def _resolve_model(model, document: dict, session: Session, owner: str, point_shape: tuple[int, ...], x_integer: bool,
+                   errors: list[FieldError]) -> None:
+    row = uploads_repo.get(session, UploadedModel, owner, model.id)
+    if row is None:
+        errors.append(FieldError(field="model.id", message=f"no model {model.id} (or not yours)", value=model.id))
+        return
+    wanted, answer = row.inputs[0], row.outputs[0]
+    dims = wanted["shape"][1:]
+    if all(isinstance(dim, int) for dim in dims):
+        fits = math.prod(dims) == math.prod(point_shape)
+        input_shape = list(dims)
+    else:
+        fits = len(dims) == len(point_shape) and all(not isinstance(d, int) or d == n for d, n in zip(dims, point_shape))
+        input_shape = list(point_shape)
+    if not fits:
+        errors.append(FieldError(field="model.id", message=f"model {row.id} takes inputs of shape {dims} per point; "
+                                 f"the data's points have shape {list(point_shape)}"))
+    if wanted["dtype"].startswith("int") and not x_integer:
+        errors.append(FieldError(field="model.id", message=f"model {row.id} takes integer inputs ({wanted['dtype']}); "
+                                 "the data's x is floating-point"))
+    document["stored"] = {
+        "parameters": row.parameters, "input_shape": input_shape, "output_dim": answer["shape"][1],
+        "input_integer": wanted["dtype"].startswith("int"),
+    }
+
+
+def _keeps_integers(model: ModelSpec, document: dict) -> bool:
+    if model.kind == "onnx":
+        return bool((document.get("stored") or {}).get("input_integer"))
+    return takes_integer_inputs(model)

@@ -1,0 +1,263 @@
+"""The ONNX converter (workers/engine/onnx_model.py): every allowlisted operator against onnx's reference
+evaluator, torch exports against their modules, and an ONNX MLP against the built-in standard MLP."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from torch import nn
+
+from api_schemas.spec import JobSpec, ModelSpec
+from api_schemas.uploads import ONNX_OPERATORS
+from workers.engine.nets import build_network
+from workers.engine.ntk import resolve_method, tangent_kernel
+from workers.engine.onnx_model import OnnxConversionError, build_onnx_network
+from workers.engine.run import run
+from workers.engine.uploads import Uploads, provided
+from tests.upload_files import mlp_model
+
+D = TensorProto.DOUBLE
+MODEL_ID = "mdl_" + "0" * 32
+rng = np.random.default_rng(0)
+
+
+def spec_for(out: int) -> ModelSpec:
+    return ModelSpec(kind="onnx", id=MODEL_ID, output_dim=out)
+
+
+def graph_model(nodes, x_shape, y_shape, initializers=(), x_type=D, opset=17):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", x_type, x_shape)],
+                              [helper.make_tensor_value_info("y", D, y_shape)], list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def init(name: str, value) -> TensorProto:
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def W(*shape):
+    return rng.normal(size=shape)
+
+
+# One small graph per operator: (nodes, x shape, initializers, x value); the output is y.
+CASES = {
+    "Gemm": ([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], [3, 4], [init("w", W(2, 4)), init("b", W(2))]),
+    "Gemm_scaled": ([helper.make_node("Gemm", ["x", "w", "b"], ["y"], alpha=0.5, beta=2.0)], [3, 4], [init("w", W(4, 2)), init("b", W(2))]),
+    "MatMul": ([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])], [3, 4], [init("w", W(4, 2)), init("b", W(2))]),
+    "Sub": ([helper.make_node("Sub", ["x", "c"], ["y"])], [3, 4], [init("c", W(4))]),
+    "Mul": ([helper.make_node("Mul", ["x", "c"], ["y"])], [3, 4], [init("c", W(3, 4))]),
+    "Div": ([helper.make_node("Div", ["x", "c"], ["y"])], [3, 4], [init("c", W(4) + 3)]),
+    "Neg": ([helper.make_node("Neg", ["x"], ["y"])], [3, 4], []),
+    "Pow": ([helper.make_node("Pow", ["x", "p"], ["y"])], [3, 4], [init("p", np.array(2.0))]),
+    "Sqrt": ([helper.make_node("Mul", ["x", "x"], ["a"]), helper.make_node("Sqrt", ["a"], ["y"])], [3, 4], []),
+    "Exp": ([helper.make_node("Exp", ["x"], ["y"])], [3, 4], []),
+    "Log": ([helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Log", ["e"], ["y"])], [3, 4], []),
+    "Relu": ([helper.make_node("Relu", ["x"], ["y"])], [3, 4], []),
+    "LeakyRelu": ([helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.2)], [3, 4], []),
+    "Tanh": ([helper.make_node("Tanh", ["x"], ["y"])], [3, 4], []),
+    "Sigmoid": ([helper.make_node("Sigmoid", ["x"], ["y"])], [3, 4], []),
+    "Softplus": ([helper.make_node("Softplus", ["x"], ["y"])], [3, 4], []),
+    "Erf": ([helper.make_node("Erf", ["x"], ["y"])], [3, 4], []),
+    "Softmax": ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [3, 4], []),
+    "LogSoftmax": ([helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)], [3, 4], []),
+    "Conv": ([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+              helper.make_node("Flatten", ["c"], ["y"])], [2, 2, 5, 5], [init("w", W(3, 2, 3, 3)), init("b", W(3))]),
+    "Conv_grouped": ([helper.make_node("Conv", ["x", "w"], ["c"], group=2, pads=[0, 1, 1, 0], dilations=[1, 2]),
+                      helper.make_node("Flatten", ["c"], ["y"])], [2, 2, 5, 5], [init("w", W(4, 1, 2, 2))]),
+    "MaxPool": ([helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+                 helper.make_node("Flatten", ["p"], ["y"])], [2, 2, 5, 5], []),
+    "AveragePool": ([helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+                     helper.make_node("Flatten", ["p"], ["y"])], [2, 2, 4, 4], []),
+    "GlobalAveragePool": ([helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["y"])], [2, 3, 4, 4], []),
+    "LayerNormalization": ([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)], [3, 4], [init("s", W(4)), init("b", W(4))]),
+    "BatchNormalization": ([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"]), helper.make_node("Flatten", ["n"], ["y"])],
+                           [2, 3, 2, 2], [init("s", W(3)), init("b", W(3)), init("m", W(3)), init("v", np.abs(W(3)) + 0.5)]),
+    "Reshape": ([helper.make_node("Reshape", ["x", "shape"], ["y"])], [2, 3, 4], [init("shape", np.array([0, -1]))]),
+    "Transpose": ([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), helper.make_node("Flatten", ["t"], ["y"])], [2, 3, 4], []),
+    "Squeeze": ([helper.make_node("Squeeze", ["x", "axes"], ["y"])], [3, 1, 4], [init("axes", np.array([1]))]),
+    "Unsqueeze": ([helper.make_node("Unsqueeze", ["x", "axes"], ["u"]), helper.make_node("Flatten", ["u"], ["y"])], [3, 4], [init("axes", np.array([1, -1]))]),
+    "Concat": ([helper.make_node("Concat", ["x", "c"], ["y"], axis=1)], [3, 4], [init("c", W(3, 2))]),
+    "ReduceMean": ([helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)], [3, 4, 2], []),
+    "ReduceSum": ([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], [3, 4, 2], [init("axes", np.array([2]))]),
+    "Identity": ([helper.make_node("Identity", ["x"], ["y"])], [3, 4], []),
+    "Dropout": ([helper.make_node("Dropout", ["x"], ["y"])], [3, 4], []),
+    "Constant": ([helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(W(4))), helper.make_node("Add", ["x", "c"], ["y"])], [3, 4], []),
+    "Cast": ([helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT64), helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT)], [3, 4], []),
+    "Shape": ([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["g"], axis=0),
+               helper.make_node("Unsqueeze", ["g", "ax"], ["u"]), helper.make_node("Concat", ["u", "minus"], ["t"], axis=0),
+               helper.make_node("Reshape", ["x", "t"], ["y"])], [3, 2, 2],
+              [init("zero", np.array(0)), init("ax", np.array([0])), init("minus", np.array([-1]))]),
+    "Gelu": ([helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")], [3, 4], []),
+    "Add": ([helper.make_node("Add", ["x", "x"], ["y"])], [3, 4], []),
+}
+
+
+def reference_and_converted(name):
+    nodes, x_shape, initializers = CASES[name]
+    opset = 20 if name == "Gelu" else 17
+    model = graph_model(nodes, ["n", *x_shape[1:]], None, initializers, opset=opset)
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    x = rng.normal(size=x_shape) * (3 if name == "Cast" else 1)
+    expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    converted = build_onnx_network(spec_for(1), model.SerializeToString(), dtype=torch.float64)
+    return x, expected, converted
+
+
+def test_every_allowlisted_operator_has_a_case():
+    covered = {op for nodes, _, _ in CASES.values() for op in (node.op_type for node in nodes)}
+    assert ONNX_OPERATORS <= covered, sorted(ONNX_OPERATORS - covered)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_operator_matches_the_onnx_reference(name):
+    x, expected, converted = reference_and_converted(name)
+    with torch.no_grad():
+        got = converted(torch.as_tensor(x)).numpy()
+    assert got.shape == expected.shape
+    loose = name in ("Gelu", "Erf")  # the reference evaluator computes these in float32
+    np.testing.assert_allclose(got, expected, rtol=1e-6 if loose else 1e-12, atol=1e-7 if loose else 1e-12)
+
+
+def test_gather_as_an_embedding_on_integer_tokens():
+    table = W(10, 4)
+    model = graph_model([helper.make_node("Gather", ["e", "x"], ["g"], axis=0), helper.make_node("ReduceMean", ["g"], ["y"], axes=[1], keepdims=0)],
+                        ["n", 5], ["n", 4], [init("e", table)], x_type=TensorProto.INT64)
+    tokens = rng.integers(0, 10, size=(3, 5))
+    net = build_onnx_network(spec_for(4), model.SerializeToString(), dtype=torch.float64)
+    got = net(torch.as_tensor(tokens)).detach().numpy()
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": tokens})[0], rtol=1e-12)
+    assert [name for name, p in net.named_parameters()] == ["weights.e"]
+
+
+def test_weights_are_trainable_and_linear_layers_take_the_structured_path():
+    net = build_onnx_network(spec_for(2), mlp_model().SerializeToString(), dtype=torch.float64)
+    assert sum(p.numel() for p in net.parameters() if p.requires_grad) == 50
+    assert resolve_method(net, "auto") == "structured"
+    bn_only = CASES["LayerNormalization"]
+    model = graph_model(bn_only[0], ["n", 4], ["n", 4], bn_only[2])
+    assert resolve_method(build_onnx_network(spec_for(4), model.SerializeToString()), "auto") == "jacobian"
+
+
+def test_an_unsupported_variant_names_its_node():
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER")], ["n", 1, 4, 4], None, [init("w", W(1, 1, 3, 3))])
+    with pytest.raises(OnnxConversionError, match="auto_pad"):
+        build_onnx_network(spec_for(1), model.SerializeToString())
+    loop = mlp_model()
+    loop.graph.node[1].op_type = "Loop"
+    with pytest.raises(OnnxConversionError, match="Loop"):
+        build_onnx_network(spec_for(2), loop.SerializeToString())
+
+
+# --------------------------------------------------------------------------- torch exports
+
+
+class Flattened(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 3, 3, padding=1), nn.Linear(3 * 36, 2)
+
+    def forward(self, x):
+        return self.fc(torch.tanh(self.conv(x)).view(x.size(0), -1))
+
+
+class Tokens(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.norm, self.fc = nn.Embedding(10, 6), nn.LayerNorm(6), nn.Linear(6, 2)
+
+    def forward(self, t):
+        return self.fc(self.norm(self.embed(t)).mean(1))
+
+
+EXPORTS = {
+    "mlp": (lambda: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 2)), (5, 4), "structured"),
+    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, stride=2, padding=1),
+                                  nn.Softplus(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)), (5, 1, 8, 8), "structured"),
+    "view": (Flattened, (5, 1, 6, 6), "structured"),
+    "tokens": (Tokens, (5, 7), "jacobian"),
+}
+
+
+def export(module: nn.Module, x: torch.Tensor) -> bytes:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_a_torch_export_converts_back_to_the_same_function_and_kernel(name):
+    make, shape, method = EXPORTS[name]
+    torch.manual_seed(0)
+    module = make().double().eval()
+    x = torch.randint(0, 10, shape) if name == "tokens" else torch.randn(shape, dtype=torch.float64)
+    net = build_onnx_network(spec_for(2), export(module, x), dtype=torch.float64)
+    for batch in (x, x[:1], torch.cat([x, x])):
+        torch.testing.assert_close(net(batch), module(batch), rtol=1e-12, atol=1e-12)
+    assert sum(p.numel() for p in net.parameters()) == sum(p.numel() for p in module.parameters())
+    assert resolve_method(net, "auto") == method
+    kernels = {m: tangent_kernel(net, x, method=m) for m in ("jacobian", "ntk_vp", method)}
+    for K in kernels.values():
+        torch.testing.assert_close(K, kernels["jacobian"], rtol=1e-10, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- the same MLP, built in and uploaded
+
+
+def test_an_onnx_mlp_with_the_built_in_standard_weights_gives_the_same_kernel_and_hessian():
+    """float64: the uploaded copy of a built-in standard-parameterization MLP measures the same to 1e-10."""
+    common = {
+        "seed": 3, "dtype": "float64",
+        "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 3, "classes": 2, "probe": {"n": 6}},
+        "training": {"max_steps": 20, "lr": 0.05, "target_loss": None},
+        "diagnostics": {"kernel": {"schedule": "every", "every": 5}, "hessian": {"at": ["init", "final"], "probe_points": 2, "iterations": 30}},
+    }
+    builtin = JobSpec.model_validate({**common, "model": {"hidden": [16], "activation": "tanh", "parameterization": "standard"}})
+    net = build_network(builtin.model, (3,), seed=3, dtype=torch.float64)
+    layer, readout = net.stages[0].layer, net.readout
+    weights = [t.detach().numpy() for t in (layer.weight, layer.bias, readout.weight, readout.bias)]
+    onnx_bytes = mlp_model(weights, activation="Tanh").SerializeToString()
+    uploaded = JobSpec.model_validate({**common, "model": {"kind": "onnx", "id": MODEL_ID,
+                                                           "stored": {"parameters": 98, "input_shape": [3], "output_dim": 2}}})
+    expected = run(builtin, device="cpu")
+    with provided(Uploads(models={MODEL_ID: onnx_bytes})):
+        got = run(uploaded, device="cpu")
+    assert got.summary["kernel_method"] == expected.summary["kernel_method"] == "structured"
+    for when in ("init", "final"):
+        K0 = np.load(io.BytesIO(expected.artifacts[f"kernel_{when}.npy"].data))
+        K1 = np.load(io.BytesIO(got.artifacts[f"kernel_{when}.npy"].data))
+        assert np.linalg.norm(K1 - K0) / np.linalg.norm(K0) < 1e-10
+        assert got.summary[f"hessian_norm_{when}"] == pytest.approx(expected.summary[f"hessian_norm_{when}"], rel=1e-10)
+    for name in ("final_loss", "delta_k_max", "weight_change_l2"):
+        assert got.summary[name] == pytest.approx(expected.summary[name], rel=1e-9, abs=1e-14)
+
+
+def test_uploaded_tokens_train_an_onnx_embedding_model():
+    """An uploaded data set of integer token ids reaches an ONNX model with an integer input as int64."""
+    module = Tokens().double().eval()
+    tokens = torch.randint(0, 10, (12, 7))
+    onnx_bytes = export(module, tokens)
+    dataset_id = "ds_" + "2" * 32
+    spec = JobSpec.model_validate({
+        "dtype": "float64",
+        "model": {"kind": "onnx", "id": MODEL_ID, "stored": {"parameters": 10 * 6 + 12 + 14, "input_shape": [7], "output_dim": 2,
+                                                             "input_integer": True}},
+        "data": {"kind": "dataset", "id": dataset_id, "n_train": 10, "probe": {"n": 4},
+                 "stored": {"points": 12, "x_shape": [7], "x_integer": True, "y_width": 2}},
+        "training": {"max_steps": 5, "lr": 0.1, "target_loss": None},
+        "diagnostics": {"hessian": {"iterations": 6, "probe_points": 1}},
+    })
+    uploads = Uploads(datasets={dataset_id: (tokens.numpy().astype(np.int32), np.random.default_rng(0).normal(size=(12, 2)))},
+                      models={MODEL_ID: onnx_bytes})
+    with provided(uploads):
+        result = run(spec, device="cpu")
+    assert result.summary["steps"] == 5 and result.summary["kernel_method"] == "jacobian"
+    assert result.summary["parameters"] == 86 and np.isfinite(result.summary["final_loss"])

@@ -58,6 +58,9 @@ class PostgresCluster:
         self.url = f"postgresql+psycopg://{ROLE}:{ROLE}@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
+        """Start the cluster; one left running by an interrupted test session is taken as it is."""
+        if self.answers():
+            return
         _run("pg_ctlcluster", "--skip-systemctl-redirect", self.version, CLUSTER, "start")
         wait_until(self.answers, SERVER_TIMEOUT_S, f"PostgreSQL cluster {CLUSTER} never answered", every_s=0.1)
 

@@ -30,8 +30,6 @@ A layer graph (kind "graph") is built by workers/engine/graph.py, an uploaded ON
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
@@ -40,6 +38,7 @@ from api_schemas.spec import ModelSpec
 from workers.engine.activations import apply_head, hidden_activation
 from workers.engine.graph import GraphNetwork, build_graph_network
 from workers.engine.layers import ScaledConv2d, ScaledLinear
+from workers.engine.parameterization import initialise_, multiplier_and_std
 
 
 class Stage(nn.Module):
@@ -152,17 +151,8 @@ def build_network(
     )
 
 
-def _multiplier_and_std(plan: LayerPlan, parameterization: str, readout: bool) -> tuple[float, float]:
-    """(c, std of W): the function at init depends only on c·std = 1/√fan_in, except a mean-field readout."""
-    if parameterization == "standard":
-        return 1.0, 1.0 / math.sqrt(plan.fan_in)
-    if parameterization == "meanfield" and readout:
-        return 1.0 / plan.fan_in, 1.0
-    return 1.0 / math.sqrt(plan.fan_in), 1.0
-
-
 def _layer(plan: LayerPlan, model: ModelSpec, *, readout: bool, dtype, device) -> ScaledLinear | ScaledConv2d:
-    multiplier, _ = _multiplier_and_std(plan, model.parameterization, readout)
+    multiplier, _ = multiplier_and_std(plan.fan_in, model.parameterization, readout=readout)
     common = dict(bias=model.bias, weight_multiplier=multiplier, dtype=dtype, device=device)
     if plan.kernel_size:
         return ScaledConv2d(
@@ -171,13 +161,9 @@ def _layer(plan: LayerPlan, model: ModelSpec, *, readout: bool, dtype, device) -
     return ScaledLinear(plan.in_size, plan.out_size, **common)
 
 
-@torch.no_grad()
 def _initialise(layer, plan: LayerPlan, model: ModelSpec, *, readout: bool, generator: torch.Generator) -> None:
-    _, std = _multiplier_and_std(plan, model.parameterization, readout)
-    weight = torch.randn(layer.weight.shape, generator=generator, dtype=torch.float64) * std
-    layer.weight.copy_(weight)
-    if layer.bias is not None:
-        layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator, dtype=torch.float64))
+    _, std = multiplier_and_std(plan.fan_in, model.parameterization, readout=readout)
+    initialise_(layer, std, generator)
 
 
 def trainable_parameters(net: nn.Module) -> dict[str, Tensor]:

@@ -7,8 +7,8 @@ A layer computes z = c · (W applied to h) + b with raw weights W; with fan_in =
     standard   W ~ N(0, 1/fan_in),   c = 1          (the same function as ntk at init for a seed)
     meanfield  hidden layers as ntk; the readout W ~ N(0, 1), c = 1/fan_in
 
-Biases are b ~ N(0, 1) with multiplier 1. This is the rule of workers/engine/nets.py (the
-built-in families), so a layer graph and a built-in network have the same weights for a seed.
+Biases are b ~ N(0, 1) with multiplier 1. The one rule of the built-in families (nets.py) and
+of layer graphs (graph.py), so a graph and a built-in network have the same weights for a seed.
 Draws are float64 from a CPU torch.Generator, the weight then the bias, then cast.
 """
 

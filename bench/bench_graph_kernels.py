@@ -20,7 +20,6 @@ import json
 import math
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
@@ -28,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.bench_kernels import inputs, nngeometry_kernel, nngeometry_status, rss_bytes
+from bench.bench_kernels import inputs, nngeometry_kernel, nngeometry_status, rss_bytes, measure_in_subprocess
 from workers.engine import kernel_cost, ntk
 from workers.engine.layers import ScaledConv2d, ScaledLinear
 from workers.engine.per_sample import panel_and_chunk, passes, per_sample_kernel
@@ -185,17 +184,8 @@ def run_cell(name: str, n: int, method: str, repeats: int, threads: int) -> dict
 
 
 def measure(name: str, n: int, method: str, repeats: int, threads: int, timeout: float) -> dict:
-    payload = json.dumps(dict(name=name, n=n, method=method, repeats=repeats, threads=threads))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.bench_graph_kernels", "--cell", payload],
-            capture_output=True, text=True, timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        return dict(error=f"timed out after {timeout:.0f} s")
-    if done.returncode != 0:
-        return dict(error=(done.stderr.strip().splitlines() or ["failed"])[-1][:120])
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    payload = dict(name=name, n=n, method=method, repeats=repeats, threads=threads)
+    return measure_in_subprocess("bench.bench_graph_kernels", payload, timeout)
 
 
 # --------------------------------------------------------------------------- the table

@@ -153,10 +153,14 @@ def run_cell(cell: dict, method: str, repeats: int, threads: int) -> dict:
 
 
 def measure(cell: dict, method: str, repeats: int, threads: int, timeout: float) -> dict:
-    payload = json.dumps(dict(cell=cell, method=method, repeats=repeats, threads=threads))
+    return measure_in_subprocess("bench.bench_kernels", dict(cell=cell, method=method, repeats=repeats, threads=threads), timeout)
+
+
+def measure_in_subprocess(module: str, payload: dict, timeout: float) -> dict:
+    """`python -m module --cell <payload json>` in a fresh process; its last stdout line (JSON), or {error}."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "bench.bench_kernels", "--cell", payload],
+            [sys.executable, "-m", module, "--cell", json.dumps(payload)],
             capture_output=True, text=True, timeout=timeout,
         )
     except subprocess.TimeoutExpired:

@@ -50,6 +50,15 @@ def test_downgrade_base_removes_every_table(fresh_database, alembic_for):
     assert table_names(url) == {"alembic_version"}
 
 
+def insert_kept_job(connection, status: str, *, attempts: int, step: int) -> None:
+    """Job 'job_kept' of alice (parameters 7, spec {"seed": 3}) in `status`, written with the columns of 0001."""
+    connection.execute(text(
+        "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
+        "progress_step, progress_total, progress_phase, created_at) VALUES "
+        "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, :status, false, :attempts, :step, 5, :status, '2026-01-01')"
+    ), {"status": status, "attempts": attempts, "step": step})
+
+
 @pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
 def test_each_upgrade_keeps_the_rows_already_stored(fresh_database, alembic_for):
     """A database made by the first revision, with a job in it, upgraded to head and back."""
@@ -58,11 +67,7 @@ def test_each_upgrade_keeps_the_rows_already_stored(fresh_database, alembic_for)
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
-                "progress_step, progress_total, progress_phase, created_at) VALUES "
-                "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, 'succeeded', false, 1, 5, 5, 'succeeded', '2026-01-01')"
-            ))
+            insert_kept_job(connection, "succeeded", attempts=1, step=5)
         command.upgrade(alembic_for(url), "head")
         assert schema_differences(url) == []
         command.downgrade(alembic_for(url), "0001")
@@ -83,11 +88,7 @@ def test_0003_adds_the_upload_tables_and_keeps_jobs_and_uploads(fresh_database, 
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
-                "progress_step, progress_total, progress_phase, created_at) VALUES "
-                "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, 'queued', false, 0, 0, 5, 'queued', '2026-01-01')"
-            ))
+            insert_kept_job(connection, "queued", attempts=0, step=0)
         command.upgrade(alembic_for(url), "0003")
         with engine.begin() as connection:
             connection.execute(text(

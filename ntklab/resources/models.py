@@ -72,7 +72,8 @@ def export_onnx(module: Any, example_input: Any, *, dynamo: bool = False, opset_
             return program.model_proto.SerializeToString()
         buffer = io.BytesIO()
         torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset_version)
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset_version,
+                          keep_initializers_as_inputs=True)  # else equal initializers (fresh LayerNorms) are merged: tied
         return buffer.getvalue()
     finally:
         module.train(training)

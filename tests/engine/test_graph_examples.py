@@ -1,6 +1,6 @@
 """The example graphs of examples/graphs/ (small ViT, VGG-like CNN with max-pooling, pre-LN
 transformer block, ResNet with LayerNorm): each runs end to end through run() and its Hessian by
-Lanczos is the dense Hessian's (torch.func.hessian), both on a tiny instance of the same graph.
+Lanczos is the dense Hessian's (double-backward autograd), both on a tiny instance of the same graph.
 
 The tiny instance is the example with smaller widths, set by the dotted paths a sweep would use.
 """
@@ -13,17 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch.func import functional_call
 
 from api_schemas.architecture import count_parameters
 from api_schemas.spec import JobSpec
 from service.grid import set_path
-from workers.engine.activations import apply_head
 from workers.engine.artifacts import load_weights
 from workers.engine.data import load_data
 from workers.engine.hessian import model_hessian
 from workers.engine.nets import build_network, trainable_parameters
 from workers.engine.run import run
+from tests.engine.dense_reference import dense_hessian
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_WIDTHS = {
@@ -76,25 +75,6 @@ def test_example_runs_end_to_end(name):
     load_weights(net, result.artifacts["weights_final.npz"].data)
     outputs = np.load(io.BytesIO(result.artifacts["outputs_final.npy"].data))
     np.testing.assert_allclose(net.outputs(data.x_probe).detach().numpy(), outputs, rtol=1e-12, atol=1e-12)
-
-
-def dense_hessian(net, x_i: torch.Tensor) -> torch.Tensor:
-    """∇²_w f(w; x_i) [p, p] of the single output by reverse-over-reverse autograd (one double-backward per row).
-
-    Not torch.func.hessian = jacfwd(jacrev(f)): in torch 2.13 a second derivative taken through
-    jacrev's vmapped vjp of F.layer_norm with an affine weight is wrong (jacrev(jacrev(f)) too;
-    both are asymmetric on the pre-LN transformer), while torch.autograd's, jacfwd(grad(f)) and
-    jvp(grad(f)) — the engine's Hessian-vector product — agree with finite differences.
-    """
-    params = trainable_parameters(net)
-    names, shapes, sizes = list(params), [p.shape for p in params.values()], [p.numel() for p in params.values()]
-    w = torch.cat([p.detach().reshape(-1) for p in params.values()])
-
-    def f(w):
-        unflat = {k: t.reshape(s) for k, t, s in zip(names, torch.split(w, sizes), shapes)}
-        return apply_head(net.head, functional_call(net, unflat, (x_i.unsqueeze(0),)))[0, 0]
-
-    return torch.autograd.functional.hessian(f, w)
 
 
 @pytest.mark.parametrize("name", list(TINY_WIDTHS))

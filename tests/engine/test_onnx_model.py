@@ -15,11 +15,13 @@ from torch import nn
 
 from api_schemas.spec import JobSpec, ModelSpec
 from api_schemas.uploads import ONNX_OPERATORS
-from workers.engine.nets import build_network
+from workers.engine.hessian import model_hessian
+from workers.engine.nets import build_network, trainable_parameters
 from workers.engine.ntk import resolve_method, tangent_kernel
 from workers.engine.onnx_model import OnnxConversionError, build_onnx_network
 from workers.engine.run import run
 from workers.engine.uploads import Uploads, provided
+from tests.engine.dense_reference import dense_hessian
 from tests.upload_files import mlp_model
 
 D = TensorProto.DOUBLE
@@ -175,12 +177,38 @@ class Tokens(nn.Module):
         return self.fc(self.norm(self.embed(t)).mean(1))
 
 
+class PreLNBlock(nn.Module):
+    """A pre-LN transformer block over tokens x [n, T, d] with a mean-pooled linear head:
+    x + proj(softmax(q kᵀ / √d_h) v) per head, then x + fc2(gelu(fc1(LN(x)))); y = head(mean_T x)."""
+
+    def __init__(self, d: int = 8, heads: int = 2, hidden: int = 16, out: int = 2) -> None:
+        super().__init__()
+        self.heads, self.d_head = heads, d // heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.k, self.v, self.proj = (nn.Linear(d, d) for _ in range(4))
+        self.fc1, self.fc2, self.head = nn.Linear(d, hidden), nn.Linear(hidden, d), nn.Linear(d, out)
+
+    def split(self, t):
+        n, T, _ = t.shape
+        return t.reshape(n, T, self.heads, self.d_head).transpose(1, 2)
+
+    def forward(self, x):
+        n, T, d = x.shape
+        h = self.ln1(x)
+        q, k, v = self.split(self.q(h)), self.split(self.k(h)), self.split(self.v(h))
+        attention = torch.softmax(q @ k.transpose(-2, -1) / self.d_head ** 0.5, dim=-1)
+        x = x + self.proj((attention @ v).transpose(1, 2).reshape(n, T, d))
+        x = x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+        return self.head(x.mean(1))
+
+
 EXPORTS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 2)), (5, 4), "structured"),
     "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, stride=2, padding=1),
                                   nn.Softplus(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)), (5, 1, 8, 8), "structured"),
     "view": (Flattened, (5, 1, 6, 6), "structured"),
     "tokens": (Tokens, (5, 7), "jacobian"),
+    "transformer": (PreLNBlock, (5, 4, 8), "jacobian"),
 }
 
 
@@ -189,7 +217,7 @@ def export(module: nn.Module, x: torch.Tensor) -> bytes:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module, (x,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, keep_initializers_as_inputs=True)
     return buffer.getvalue()
 
 
@@ -204,9 +232,43 @@ def test_a_torch_export_converts_back_to_the_same_function_and_kernel(name):
         torch.testing.assert_close(net(batch), module(batch), rtol=1e-12, atol=1e-12)
     assert sum(p.numel() for p in net.parameters()) == sum(p.numel() for p in module.parameters())
     assert resolve_method(net, "auto") == method
-    kernels = {m: tangent_kernel(net, x, method=m) for m in ("jacobian", "ntk_vp", method)}
+    kernels = {m: tangent_kernel(net, x, method=m) for m in ("jacobian", "ntk_vp", "structured")}
     for K in kernels.values():
         torch.testing.assert_close(K, kernels["jacobian"], rtol=1e-10, atol=1e-12)
+
+
+TINY_EXPORTS = {
+    "mlp": (lambda: nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 6), nn.GELU(), nn.Linear(6, 1)), (2, 3)),
+    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.MaxPool2d(2), nn.Conv2d(2, 2, 3, padding=1),
+                                  nn.Softplus(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2, 1)), (2, 1, 6, 6)),
+    "transformer": (lambda: PreLNBlock(d=4, heads=2, hidden=6, out=1), (2, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY_EXPORTS))
+def test_lanczos_on_an_onnx_export_matches_the_dense_hessian(name):
+    """Every eigenvalue Lanczos reports (p + 1 iterations, a full Krylov basis) is one of the dense
+    Hessian's, its top-3 |λ| are the dense top 3, and ‖H‖ is the dense spectral norm, in float64."""
+    make, shape = TINY_EXPORTS[name]
+    torch.manual_seed(1)
+    module = make().double().eval()
+    with torch.no_grad():
+        for parameter in module.parameters():  # trained-looking weights: no two initializers equal
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    x = torch.randn(shape, dtype=torch.float64)
+    net = build_onnx_network(spec_for(1), export(module, x), dtype=torch.float64)
+    p = sum(t.numel() for t in trainable_parameters(net).values())
+    assert p == sum(t.numel() for t in module.parameters()) <= 400
+    report = model_hessian(net, x[:1], top_k=3, iterations=p + 1)
+    dense = dense_hessian(net, x[0])
+    spectrum = torch.linalg.eigvalsh((dense + dense.T) / 2)
+    scale = float(spectrum.abs().max())
+    torch.testing.assert_close(dense, dense.T, rtol=0, atol=1e-10 * scale)
+    top = sorted(spectrum.abs().tolist(), reverse=True)[:3]
+    assert sorted(map(abs, report.eigenvalues[0][0]), reverse=True) == pytest.approx(top, rel=1e-6)
+    for ritz in report.eigenvalues[0][0]:
+        assert float((spectrum - ritz).abs().min()) <= 1e-8 * scale
+    assert report.norm == pytest.approx(scale, rel=1e-8)
 
 
 # --------------------------------------------------------------------------- the same MLP, built in and uploaded

@@ -91,6 +91,15 @@ def test_models_from_a_file_bytes_or_a_torch_module(client, tmp_path):
         client.models.retrieve(exported.id)
 
 
+def test_a_module_with_equal_initial_weights_keeps_every_parameter(client):
+    """Two freshly made LayerNorms hold equal weights (ones) and biases (zeros); torch's exporter
+    merges equal initializers unless they stay graph inputs, which would tie the two layers."""
+    module = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Tanh(), nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2))
+    exported = client.models.upload(module, torch.zeros(1, 3))
+    assert exported.parameters == sum(p.numel() for p in module.parameters())
+    assert [i.name for i in exported.inputs] == ["x"]
+
+
 def test_checkpoints_are_refused_before_anything_is_sent(client, tmp_path):
     for suffix in (".pt", ".pth", ".pt2", ".pkl"):
         checkpoint = tmp_path / f"model{suffix}"

@@ -89,7 +89,7 @@ class OnnxNetwork(nn.Module):
 
     def add_weight(self, name: str, value: np.ndarray, dtype: torch.dtype, device) -> None:
         key = _key(name, self._names)
-        self.weights[key] = nn.Parameter(torch.as_tensor(value, dtype=dtype, device=device))
+        self.weights[key] = nn.Parameter(torch.tensor(value, dtype=dtype, device=device))
         self._names[name] = ("weights", key)
 
     def add_constant(self, name: str, value: np.ndarray, device) -> None:
@@ -222,9 +222,9 @@ class _Converter:
         layer = ScaledLinear(weight.shape[1], weight.shape[0], bias=bias is not None, weight_multiplier=1.0,
                              dtype=self.dtype, device=self.device)
         with torch.no_grad():
-            layer.weight.copy_(torch.as_tensor(weight))
+            layer.weight.copy_(torch.tensor(weight))
             if bias is not None:
-                layer.bias.copy_(torch.as_tensor(bias))
+                layer.bias.copy_(torch.tensor(bias))
         return layer
 
     def _gemm_layer(self, node, attributes: dict) -> Step | None:
@@ -281,9 +281,9 @@ class _Converter:
         layer = ScaledConv2d(weight.shape[1], weight.shape[0], k, stride=strides[0], padding=pads[0], bias=bias is not None,
                              weight_multiplier=1.0, dtype=self.dtype, device=self.device)
         with torch.no_grad():
-            layer.weight.copy_(torch.as_tensor(weight))
+            layer.weight.copy_(torch.tensor(weight))
             if bias is not None:
-                layer.bias.copy_(torch.as_tensor(bias))
+                layer.bias.copy_(torch.tensor(bias))
         names = [node.input[1]] + ([node.input[2]] if bias is not None else [])
         return self._layer_step(node, layer, node.output[0], names)
 

@@ -24,6 +24,11 @@ from sqlalchemy.orm import Session, sessionmaker
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MAX_OVERFLOW = 4
 POSTGRES_CONNECT_TIMEOUT_S = 5
+POSTGRES_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
+"""PostgreSQL ends a session of ours left idle inside a transaction this long. Every transaction
+here is a few statements long; one left open is a worker whose link died between a heartbeat's
+UPDATE and its COMMIT, and it would hold the job row's lock — and block the reaper's re-queue —
+until TCP keepalive gave up on it (about 2 h by default)."""
 
 
 def is_sqlite(url: str) -> bool:
@@ -43,7 +48,10 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
         pool_size=pool_size,
         max_overflow=MAX_OVERFLOW,
         pool_pre_ping=True,
-        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S},
+        connect_args={
+            "connect_timeout": POSTGRES_CONNECT_TIMEOUT_S,
+            "options": f"-c idle_in_transaction_session_timeout={POSTGRES_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+        },
     )
 
 

@@ -1,4 +1,4 @@
-"""docker-compose.yml and the Dockerfile, checked by structure (no Docker engine runs in CI)."""
+"""docker-compose.yml, docker-compose.worker.yml and the Dockerfile, checked by structure (no Docker engine runs in CI)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()
 COMPOSE = yaml.safe_load(COMPOSE_TEXT)
 SERVICES = COMPOSE["services"]
 APP_SERVICES = ("migrate", "api", "worker", "worker-cpu")
+WORKER_COMPOSE_TEXT = (REPO / "docker-compose.worker.yml").read_text()
+WORKER_SERVICES = yaml.safe_load(WORKER_COMPOSE_TEXT)["services"]
 INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)(?P<rest>[^}]*)\}")
 
 
@@ -96,3 +98,23 @@ def test_the_dockerfile_picks_torch_by_build_argument():
     assert re.search(r"^ARG TORCH_VARIANT=cpu$", dockerfile, re.M)
     assert "https://download.pytorch.org/whl/${TORCH_VARIANT}" in dockerfile
     assert SERVICES["api"]["build"]["args"]["TORCH_VARIANT"].startswith("${TORCH_VARIANT:-cu12")
+
+
+def test_the_worker_only_file_runs_the_lab_workers_and_nothing_else():
+    assert WORKER_SERVICES.keys() == {"worker", "worker-cpu"}
+    for name, worker in WORKER_SERVICES.items():
+        lab = SERVICES[name]
+        same = ("image", "build", "command", "deploy", "profiles", "stop_grace_period", "restart")
+        assert {key: worker.get(key) for key in same} == {key: lab.get(key) for key in same}, name
+        assert "depends_on" not in worker, "the servers run on the lab server, not here"
+        assert worker["environment"]["NTKLAB_QUEUE"] == lab["environment"]["NTKLAB_QUEUE"]
+        for variable in worker["environment"]:
+            assert variable.startswith("NTKLAB_") and variable.removeprefix("NTKLAB_").lower() in Settings.model_fields
+
+
+def test_the_worker_only_file_takes_the_server_urls_from_the_environment_without_defaults():
+    environment = WORKER_SERVICES["worker"]["environment"]
+    for variable in ("NTKLAB_DATABASE_URL", "NTKLAB_BROKER_URL"):
+        (match,) = INTERPOLATION.finditer(environment[variable])
+        assert match["name"] == variable and match["rest"].startswith(":?"), f"{variable} must be required"
+    assert not re.search(r"(postgres(ql)?(\+\w+)?|redis)://\w*:\w+@", WORKER_COMPOSE_TEXT), "a literal password"

@@ -3,14 +3,19 @@
 The shared PostgreSQL (5432) and Redis (6390) of the other tests are never touched: these
 tests start a Redis on a free port (no persistence, so a restart loses every message) and a
 PostgreSQL cluster `ntkfault` (created once with pg_createcluster, started and stopped with
-pg_ctlcluster). Creating and controlling a cluster needs root, as in CI.
+pg_ctlcluster). Creating and controlling a cluster needs root, as in CI. The many-hosts
+test runs its servers on a host of its own (a network namespace, see netns.py): Redis
+there, and a `ScratchPostgres` cluster made with initdb in a temporary folder.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ntklab.localstack import free_port, wait_until
@@ -21,16 +26,20 @@ SERVER_TIMEOUT_S = 30
 
 
 class RedisServer:
-    """`redis-server` on 127.0.0.1:`port` with no persistence; `kill` is a crash, `start` an empty server."""
+    """`redis-server` on `host`:`port` (127.0.0.1 by default) with no persistence and no protected mode
+    (a test network only); `kill` is a crash, `start` an empty server."""
 
-    def __init__(self, port: int, workdir: Path):
-        self.port, self.workdir = port, workdir
+    def __init__(self, port: int, workdir: Path, host: str = "127.0.0.1", launch: Sequence[str] = ()):
+        """`launch` is a command prefix the server and `redis-cli` run under, e.g. `ip netns exec NS`
+        for a server on another (namespaced) host listening on that host's address `host`."""
+        self.port, self.workdir, self.host, self.launch = port, workdir, host, list(launch)
         self.pidfile = workdir / "redis.pid"
-        self.url = f"redis://127.0.0.1:{port}/0"
+        self.url = f"redis://{host}:{port}/0"
 
     def start(self) -> None:
         subprocess.run(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [*self.launch, "redis-server", "--port", str(self.port), "--bind", self.host, "--protected-mode", "no",
+             "--save", "", "--appendonly", "no",
              "--daemonize", "yes", "--dir", str(self.workdir), "--pidfile", str(self.pidfile),
              "--logfile", str(self.workdir / "redis.log")],
             check=True, capture_output=True,
@@ -43,7 +52,8 @@ class RedisServer:
         self.pidfile.unlink(missing_ok=True)
 
     def answers(self) -> bool:
-        done = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True)
+        done = subprocess.run([*self.launch, "redis-cli", "-h", self.host, "-p", str(self.port), "ping"],
+                              capture_output=True, text=True)
         return done.stdout.strip() == "PONG"
 
 
@@ -84,6 +94,45 @@ class PostgresCluster:
             if (version, name) == (self.version, CLUSTER):
                 return int(port)
         raise RuntimeError(f"cluster {self.version}/{CLUSTER} not listed by pg_lsclusters")
+
+
+class ScratchPostgres:
+    """A throwaway PostgreSQL cluster for a server on another host: `initdb` into a temporary
+    folder (superuser `ROLE`, trust authentication), listening on `host`:5432 and trusting
+    `clients` (a CIDR), started under `launch` (e.g. `ip netns exec NS`); `stop` deletes it.
+
+    `options` are server settings (`-c name=value`). Runs as the `postgres` user: needs root.
+    """
+
+    PORT = 5432
+
+    def __init__(self, host: str, clients: str, launch: Sequence[str] = (), options: dict[str, str] | None = None):
+        self.host, self.clients, self.launch, self.options = host, clients, list(launch), options or {}
+        self.bin = Path("/usr/lib/postgresql", sorted(os.listdir("/usr/lib/postgresql"), key=int)[-1], "bin")
+        self.datadir: Path | None = None
+        self.url = f"postgresql+psycopg://{ROLE}@{host}:{self.PORT}/postgres"
+
+    def start(self) -> None:
+        self.datadir = Path(tempfile.mkdtemp(prefix="ntkscratch-pg-"))
+        shutil.chown(self.datadir, "postgres", "postgres")
+        _run("runuser", "-u", "postgres", "--", str(self.bin / "initdb"), "-D", str(self.datadir), "-U", ROLE,
+             "-A", "trust", "--no-sync")
+        with open(self.datadir / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all {self.clients} trust\n")
+        settings = {"listen_addresses": self.host, "port": str(self.PORT), "unix_socket_directories": str(self.datadir),
+                    "fsync": "off"} | self.options
+        _run(*self.launch, "runuser", "-u", "postgres", "--", str(self.bin / "pg_ctl"), "-D", str(self.datadir),
+             "-l", str(self.datadir / "server.log"), "-w", "-t", str(SERVER_TIMEOUT_S),
+             "-o", " ".join(f"-c {name}={value}" for name, value in settings.items()), "start")
+
+    def stop(self) -> None:
+        if self.datadir is None:
+            return
+        if (self.datadir / "postmaster.pid").exists():
+            _run("runuser", "-u", "postgres", "--", str(self.bin / "pg_ctl"), "-D", str(self.datadir),
+                 "stop", "-m", "immediate")
+        shutil.rmtree(self.datadir)
+        self.datadir = None
 
 
 def _run(*command: str) -> str:

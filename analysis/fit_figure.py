@@ -4,7 +4,9 @@ Each fit is an `api_schemas.sweeps.FitResult`, exactly what GET /v1/sweeps/{id} 
 as its seed-averaged points (mean ± std over the runs at each x) and its line
 log y = intercept + slope·log x, i.e. y = e^intercept · x^slope, over the points' x range,
 labelled with its verdict. Nothing here fits (no scipy); matplotlib is imported when a
-figure is drawn, not when this module is imported.
+figure is drawn, not when this module is imported. Titles, axis labels and legend entries are
+the user's text (fit names, grid values) and are drawn as typed: never as mathtext or TeX, so
+`$x^$` is a label, not an error.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ FIGURE_SIZE = (6.4, 4.4)
 DPI = 110
 LINE_POINTS = 50
 LEGEND_FONTSIZE = 7
+PLAIN_TEXT = {"parse_math": False, "usetex": False}
 
 
 def fits_figure(fits: Sequence[FitResult], *, x: str, y: str, title: str = "") -> Figure:
@@ -35,7 +38,7 @@ def fits_figure(fits: Sequence[FitResult], *, x: str, y: str, title: str = "") -
         if fit.slope is not None and fit.intercept is not None:
             draw_fit(axes, fit)
     log_log_axes(axes, x=x, y=y)
-    axes.set_title(title)
+    axes.set_title(title, **PLAIN_TEXT)
     return figure
 
 
@@ -53,8 +56,9 @@ def log_log_axes(axes: Any, *, x: str, y: str) -> None:
     """Both axes logarithmic, labelled x and y, a light grid, and a legend when anything is labelled."""
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlabel(x)
-    axes.set_ylabel(y)
+    axes.set_xlabel(x, **PLAIN_TEXT)
+    axes.set_ylabel(y, **PLAIN_TEXT)
     axes.grid(True, which="both", alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize=LEGEND_FONTSIZE)
+        for entry in axes.legend(fontsize=LEGEND_FONTSIZE).get_texts():
+            entry.set(**PLAIN_TEXT)

@@ -118,13 +118,18 @@ def table(sweep_spec: dict, jobs: Iterable[Any]) -> list[SweepRow]:
 
 
 def derive_status(counts: Counter, cancel_requested: bool) -> str:
-    """queued/running while any job is active; then succeeded, cancelled, failed or partial."""
+    """queued/running while any job is active; then succeeded, cancelled, failed or partial.
+
+    `succeeded` needs at least one job and every job succeeded: a sweep left with no jobs
+    (each deleted once it was cancelled or had failed) has nothing that succeeded, and is
+    `cancelled` — as is one whose jobs were all cancelled, or whose cancel was asked for.
+    """
     total = sum(counts.values())
     if counts["running"] or (counts["queued"] and counts["queued"] < total):
         return "running"
     if counts["queued"]:
         return "queued"
-    if counts["succeeded"] == total:
+    if total and counts["succeeded"] == total:
         return "succeeded"
     if cancel_requested or counts["cancelled"] == total:
         return "cancelled"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+CancelOutcome = Literal["pending", "cancelled", "too_late"]
 
 
 class Resource(BaseModel):
@@ -28,7 +29,12 @@ class Progress(Resource):
 
 
 class JobError(BaseModel):
-    """Why a job failed: `type` (InvalidSpec, TimeLimit, OutOfMemory, WorkerLost, …) and a message; more keys may follow."""
+    """Why a job failed: `type` (InvalidSpec, TimeLimit, OutOfMemory, WorkerLost, …) and a message; more keys may follow.
+
+    Out of memory: `code` is "out_of_memory" with `requested_bytes`, the allocation that failed, where
+    the allocator said; "exceeds_device_memory" when the worker refused to start the job because its
+    estimate exceeds the device (`estimate_bytes`, `device_bytes`).
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -36,11 +42,25 @@ class JobError(BaseModel):
     message: str
 
 
+class JobEstimate(Resource):
+    """What the job should take, estimated from its spec alone (docs/operations.md, "Memory and work estimate").
+
+    memory_bytes is the estimated peak and memory the terms it is made of (data, weights,
+    activations, kernel, cotangents, lanczos); flops the estimated work and work its terms
+    (training, kernel, hessian, path). Steps are counted to training.max_steps.
+    """
+
+    memory_bytes: int
+    flops: float
+    memory: dict[str, int] = Field(description="bytes per term")
+    work: dict[str, float] = Field(description="FLOPs per term")
+
+
 class Job(Resource):
     """A job as the API shows it. `spec` is the validated spec with every default filled in.
 
-    `spec` is present on GET /v1/jobs/{id} and on create; list pages leave it out (null)
-    because inline data can make it large.
+    `spec` and `estimate` are present on GET /v1/jobs/{id} and on create; list pages leave them
+    out (null) because inline data can make the spec large.
     """
 
     model_config = ConfigDict(
@@ -81,6 +101,12 @@ class Job(Resource):
     attempts: int = Field(description="how many times a worker claimed the job (2+ after a worker was lost)")
     device: str | None = Field(description="where it ran: cpu, cuda:0, …")
     cancel_requested: bool
+    cancel_outcome: CancelOutcome | None = Field(
+        default=None,
+        description="what became of a cancel request (null when none was made): pending until the worker acts on it, "
+        "cancelled, or too_late when the job had already finished (succeeded or failed) before the worker saw it; "
+        "its results then stand. Derived from status and cancel_requested.",
+    )
     progress: Progress
     summary: dict[str, Any] | None = Field(description="named scalars once finished (final_loss, delta_k_max, …)")
     error: JobError | None
@@ -89,6 +115,17 @@ class Job(Resource):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     spec: dict[str, Any] | None
+    estimate: JobEstimate | None = Field(default=None, description="peak memory and FLOPs estimated from the spec")
+
+    @model_validator(mode="after")
+    def _cancel_outcome(self):
+        if not self.cancel_requested:
+            self.cancel_outcome = None
+        elif self.status in ("queued", "running"):
+            self.cancel_outcome = "pending"
+        else:
+            self.cancel_outcome = "cancelled" if self.status == "cancelled" else "too_late"
+        return self
 
 
 class JobPage(Resource):

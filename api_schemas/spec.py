@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Strict
+from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
 from api_schemas.graph import Embedding, GraphLayer
 from api_schemas.graph_plan import plan_graph
 
@@ -42,6 +42,8 @@ class StoredModel(Strict):
     input_shape: list[Annotated[int, Field(ge=1)]] = Field(description="one input point's shape (the batch axis left out)")
     output_dim: int = Field(ge=1, description="the model's output width O")
     input_integer: bool = Field(default=False, description="the model takes integer inputs (token ids)")
+    activation_elements: int | None = Field(default=None, ge=0, description="one example's activation elements, counted at upload")
+    forward_flops: int | None = Field(default=None, ge=0, description="one example's forward FLOPs, counted at upload")
 
 
 class ModelSpec(Strict):
@@ -391,8 +393,8 @@ class DiagnosticsSpec(Strict):
 class JobSpec(Strict):
     """One training run and its diagnostics."""
 
-    name: str | None = Field(default=None, max_length=200)
-    tags: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list, max_length=32)
+    name: Name | None = None
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     data: DataSpec = Field(default_factory=GaussianMixtureData)
     model: ModelSpec = Field(default_factory=ModelSpec)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
+from api_schemas.base import Name, StoredJson, StoredText, Tag, stored_text
 from api_schemas.spec import Strict
 
 PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$"
@@ -16,9 +17,9 @@ MAX_GRID_AXES = 8
 class FitSpec(Strict):
     """A log–log least-squares fit of summary scalar `y` against grid path `x`, one per group."""
 
-    y: str = Field(min_length=1, max_length=100, examples=["delta_k_max"])
+    y: stored_text(100, min_length=1) = Field(examples=["delta_k_max"])
     x: str = Field(pattern=PATH_PATTERN, max_length=200, examples=["model.hidden.0"])
-    group_by: list[str] = Field(default_factory=list, max_length=MAX_GRID_AXES)
+    group_by: list[stored_text(200)] = Field(default_factory=list, max_length=MAX_GRID_AXES)
 
 
 class SweepSpec(Strict):
@@ -30,10 +31,10 @@ class SweepSpec(Strict):
     list with one entry per path: `{"model.hidden.0,model.hidden.2": [[100, 100], [1000, 1000]]}`.
     """
 
-    name: str | None = Field(default=None, max_length=200)
-    tags: list[str] = Field(default_factory=list, max_length=32)
-    base: dict[str, JsonValue] = Field(default_factory=dict)
-    grid: dict[str, list[JsonValue]] = Field(min_length=1, max_length=MAX_GRID_AXES)
+    name: Name | None = None
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
+    base: dict[StoredText, StoredJson] = Field(default_factory=dict)
+    grid: dict[str, list[StoredJson]] = Field(min_length=1, max_length=MAX_GRID_AXES)
     fits: list[FitSpec] = Field(default_factory=list, max_length=16)
 
     @field_validator("grid")
@@ -87,7 +88,13 @@ class FitResult(Strict):
 
 
 class Sweep(Strict):
-    """A sweep as the API shows it: status and counts derived from its jobs, the table, the fits."""
+    """A sweep as the API shows it: status and counts derived from its jobs, the table, the fits.
+
+    status, counts, total and fits are over all the sweep's jobs; `table` is one page of its
+    rows in grid order (GET /v1/sweeps/{id}?limit=&after=): `has_more` says whether rows follow,
+    and `next` is the `after` that reads them. `spec.base` is the base spec as stored, every
+    default written out.
+    """
 
     id: str
     object: Literal["sweep"] = "sweep"
@@ -100,6 +107,8 @@ class Sweep(Strict):
     created_at: Any
     spec: dict[str, JsonValue]
     table: list[SweepRow]
+    has_more: bool = False
+    next: str | None = None
     fits: list[FitResult]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, IPvAnyNetwork, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 VAR_DIR = Path("var")
@@ -41,6 +41,11 @@ class Settings(BaseSettings):
         default=30, ge=0,
         description="failed API key checks per client address per minute; past it, that address's keys are not looked up (429); 0 = no limit",
     )
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="addresses or networks (JSON list: [\"10.0.0.2\", \"172.18.0.0/16\"]) of reverse proxies whose "
+        "X-Forwarded-For/-Proto the API believes; empty = none: the client address is the connection's peer",
+    )
     auth_cache_s: float = Field(
         default=5.0, ge=0, le=300,
         description="each API process remembers a valid key this long (a revoked key keeps working up to this long); 0 = look up every request",
@@ -62,11 +67,23 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = 256 * 1024 * 1024
     max_page_size: int = 200
     max_sweep_jobs: int = 500
+    max_sweep_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1,
+        description="a sweep's stored spec: its document (base included) + every job's patch, as compact JSON; 422 over it",
+    )
     max_upload_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1,
         description="POST /v1/datasets and /v1/models: bytes streamed (and, for a data set, its unpacked arrays); 413 over it",
     )
     max_model_nodes: int = Field(default=10_000, ge=1, description="operators in an uploaded ONNX graph")
+    max_job_memory_bytes: int = Field(
+        default=8 * 2**30, ge=1,
+        description="a job's estimated peak memory (api_schemas/estimate.py); 422 naming the largest term over it",
+    )
+    max_job_flops: float = Field(
+        default=1e16, gt=0,
+        description="a job's estimated work, training and diagnostics in FLOPs (api_schemas/estimate.py); 422 over it",
+    )
 
     # ---- worker behaviour
     heartbeat_interval_s: float = 2.0
@@ -81,4 +98,15 @@ class Settings(BaseSettings):
         description="after job_time_limit_s, how long a job has to stop before its worker process is killed",
     )
     retry_after_s: int = 2
+    worker_memory_budget_bytes: int = Field(
+        default=0, ge=0,
+        description="a worker fails at once a job whose estimated peak memory exceeds this; "
+        "0 = its device's memory (the GPU's, else the machine's physical memory)",
+    )
+    worker_memory_limit_bytes: int = Field(
+        default=0, ge=0,
+        description="CPU workers: each pool process may grow this many bytes past its size once torch is imported "
+        "(RLIMIT_DATA), so an allocation past it fails the job as out_of_memory instead of waking the kernel's "
+        "OOM killer; 0 = no limit",
+    )
 

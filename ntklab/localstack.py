@@ -108,7 +108,7 @@ class LocalStack:
         if self.api is not None and self.api.poll() is None:
             raise StackError(f"this stack's API already runs on port {self.port}")
         command = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--workers", str(self.api_processes)]
+                   "--port", str(self.port), "--workers", str(self.api_processes), "--no-proxy-headers"]
         self.api = self._spawn(command, "api")
         wait_until(self._api_ready, API_READY_TIMEOUT_S, f"API never answered /healthz; see {self.logs}/api.log",
                    alive=self.api)

@@ -21,9 +21,13 @@ FIRST_JOB = '{"model": {"hidden": [512], "output_activation": "swish"}, "trainin
 
 
 def api_command(host: str, port: int, api_processes: int) -> list[str]:
-    """uvicorn serving the app factory (nothing is built when service.app is imported)."""
+    """uvicorn serving the app factory (nothing is built when service.app is imported).
+
+    `--no-proxy-headers`: uvicorn would otherwise believe X-Forwarded-For from any loopback
+    client; the app believes it only from `settings.trusted_proxies` (service/app.py).
+    """
     return [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", host, "--port", str(port),
-            "--workers", str(api_processes)]
+            "--workers", str(api_processes), "--no-proxy-headers"]
 
 
 def worker_command(name: str) -> list[str]:

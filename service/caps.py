@@ -8,6 +8,9 @@ Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     data.n_train     training points (data.x for inline data) ≤ max_train_points
     data             inline values n·d + n·O ≤ max_inline_values
     training.max_steps             ≤ max_steps
+    estimate         peak memory ≤ max_job_memory_bytes, work ≤ max_job_flops (api_schemas/estimate.py,
+                     from the spec alone); the error names the largest term, its size and formula, on
+                     the field that drives it (MEMORY_FIELDS, WORK_FIELDS)
 Body size (413): Content-Length, and the bytes actually streamed, ≤ max_body_bytes — checked
 by `BodySizeLimit` before any parsing. Uploads (POST /v1/datasets, /v1/models) pass through
 unbuffered: their routes stream the body to disk against max_upload_bytes (service/uploads.py).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from api_schemas import problems as types
 from api_schemas.architecture import count_parameters
+from api_schemas.estimate import Estimate, estimate_job, format_bytes
 from api_schemas.graph import walk
 from api_schemas.problems import FieldError
 from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
@@ -39,6 +43,7 @@ def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
     if not any(violation.field.startswith(("model.hidden", "model.layers")) for violation in violations):
         parameters, model_violations = _parameter_violations(spec, settings)
         violations += model_violations + _lanczos_violations(spec, parameters, settings)
+        violations += _estimate_violations(spec, settings)
     if violations:
         raise ProblemError(
             422,
@@ -92,6 +97,48 @@ def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> l
         return []
     what = f"Lanczos basis entries (iterations × parameters = {hessian.iterations} × {parameters}, float64)"
     return _over("diagnostics.hessian.iterations", what, hessian.iterations * parameters, settings.max_lanczos_entries)
+
+
+MEMORY_FIELDS = {
+    "data": "data.n_train", "weights": "model", "activations": "model", "kernel": "data.probe.n",
+    "cotangents": "data.probe.n", "lanczos": "diagnostics.hessian.iterations",
+}
+WORK_FIELDS = {
+    "training": "training.max_steps", "kernel": "diagnostics.kernel", "hessian": "diagnostics.hessian",
+    "path": "diagnostics.kernel",
+}
+"""The field that drives each term of the estimate (data.x for inline data)."""
+
+
+def _estimate_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
+    """Estimated peak memory over max_job_memory_bytes, work over max_job_flops: each names its largest term."""
+    try:
+        estimate = estimate_job(spec)
+    except ValueError:
+        return []  # the model cannot be planned: _parameter_violations names the field
+    violations = []
+    if estimate.memory_bytes > settings.max_job_memory_bytes:
+        term = estimate.memory_dominant
+        violations.append(_estimate_violation(
+            spec, MEMORY_FIELDS[term.name], f"estimated peak memory {format_bytes(estimate.memory_bytes)}",
+            f"{format_bytes(settings.max_job_memory_bytes)} (setting max_job_memory_bytes)",
+            f"{term.name}, {format_bytes(term.value)}: {term.what}", estimate.memory_bytes, settings.max_job_memory_bytes,
+        ))
+    if estimate.flops > settings.max_job_flops:
+        term = estimate.work_dominant
+        violations.append(_estimate_violation(
+            spec, WORK_FIELDS[term.name], f"estimated work {estimate.flops:.3g} FLOPs",
+            f"{settings.max_job_flops:.3g} FLOPs (setting max_job_flops)",
+            f"{term.name}, {term.value:.3g} FLOPs: {term.what}", estimate.flops, settings.max_job_flops,
+        ))
+    return violations
+
+
+def _estimate_violation(spec: JobSpec, field: str, what: str, cap: str, largest: str, value: float, limit: float) -> FieldError:
+    if field == "data.n_train" and isinstance(spec.data, InlineData):
+        field = "data.x"
+    message = f"{what} exceeds the cap of {cap}; the largest term is {largest}"
+    return FieldError(field=field, message=message, limit=int(limit), value=int(value))
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:

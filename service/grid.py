@@ -2,23 +2,31 @@
 
 A grid {path: [v₁, v₂, …], …} over dotted paths is the cartesian product of its axes;
 a linked axis "a,b" moves several paths together ([[a₁, b₁], [a₂, b₂], …]).
-Each point is applied to the canonical base spec (every default written out, inferred
-fields left to be inferred again) and validated as a JobSpec on its own, so an error
-names the grid point and the field.
+The base is validated once (`sweep_base`): its canonical document has every default filled
+in and inferred fields left to be inferred again. Each point is that document with its
+values set and is validated as a JobSpec on its own, so an error names the grid point and
+the field.
+
+Cost: points are made one at a time (`grid_points`), and a point copies only the objects
+and lists on its grid paths. When no grid path enters `data`, every point takes the base's
+already validated data section as it is, so inline data of a million values is validated
+(and dumped, see `point_document`) once per sweep, not once per point.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from api_schemas.spec import JobSpec
+from api_schemas.spec import InlineData, JobSpec
 
 INFERRED_FIELDS = (("model", "output_dim"),)
+INLINE_ARRAYS = ("x", "y")
 
 
 class GridError(ValueError):
@@ -35,6 +43,14 @@ class GridPoint:
     spec: JobSpec
 
 
+@dataclass(frozen=True)
+class SweepBase:
+    """The base spec validated once: its canonical JSON document and its validated data section."""
+
+    document: dict[str, Any]
+    data: Any
+
+
 def grid_size(grid: dict[str, list[Any]]) -> int:
     size = 1
     for values in grid.values():
@@ -42,13 +58,22 @@ def grid_size(grid: dict[str, list[Any]]) -> int:
     return size
 
 
-def canonical_base(base: dict[str, Any]) -> dict[str, Any]:
-    """The base spec with every default filled in and inferred fields reset to None."""
-    full = JobSpec.model_validate(base).model_dump(mode="json")
+def sweep_base(base: dict[str, Any]) -> SweepBase:
+    """The base with every default filled in and inferred fields reset to None; GridError naming the field if invalid.
+
+    Inline arrays are lists of floats once validated, JSON as they are: the document holds
+    those lists rather than a dumped copy of them."""
+    try:
+        spec = JobSpec.model_validate(base)
+    except ValidationError as error:
+        raise _named(error, "base") from None
+    arrays = INLINE_ARRAYS if isinstance(spec.data, InlineData) else ()
+    document = spec.model_dump(mode="json", exclude={"data": set(arrays)})
+    document["data"].update({name: getattr(spec.data, name) for name in arrays})
     for section, field in INFERRED_FIELDS:
         if field not in base.get(section, {}):
-            full[section][field] = None
-    return full
+            document[section][field] = None
+    return SweepBase(document, spec.data)
 
 
 def set_path(spec: dict[str, Any], path: str, value: Any) -> None:
@@ -57,13 +82,21 @@ def set_path(spec: dict[str, Any], path: str, value: Any) -> None:
     node: Any = spec
     for key in parents:
         node = _child(node, key, path)
-    if isinstance(node, list):
-        index = _index(node, last, path)
-        node[index] = value
-    elif isinstance(node, dict):
-        node[last] = value
-    else:
-        raise GridError(path, f"grid path {path!r} does not lead into an object or a list")
+    _assign(node, last, value, path)
+
+
+def with_values(spec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with each path set to its value, as a new document that copies only the objects and
+    lists on those paths and shares everything else with `spec`."""
+    copied = dict(spec)
+    for path, value in values.items():
+        node: Any = copied
+        for key in path.split(".")[:-1]:
+            child = copy.copy(_child(node, key, path))
+            _assign(node, key, child, path)
+            node = child
+        set_path(copied, path, value)
+    return copied
 
 
 def _child(node: Any, key: str, path: str) -> Any:
@@ -74,30 +107,49 @@ def _child(node: Any, key: str, path: str) -> Any:
     raise GridError(path, f"grid path {path!r}: {key!r} is not in the base spec")
 
 
+def _assign(node: Any, key: str, value: Any, path: str) -> None:
+    if isinstance(node, list):
+        node[_index(node, key, path)] = value
+    elif isinstance(node, dict):
+        node[key] = value
+    else:
+        raise GridError(path, f"grid path {path!r} does not lead into an object or a list")
+
+
 def _index(node: list, key: str, path: str) -> int:
     if not key.isdigit() or int(key) >= len(node):
         raise GridError(path, f"grid path {path!r}: index {key} is outside a list of {len(node)}")
     return int(key)
 
 
-def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[GridPoint]:
-    """Every point of the grid as a validated JobSpec, in row-major order of the grid's axes."""
-    try:
-        canonical = canonical_base(base)
-    except ValidationError as error:
-        raise _named(error, "base") from None
+def grid_points(base: SweepBase, grid: dict[str, list[Any]]) -> Iterator[GridPoint]:
+    """Every point of the grid as a validated JobSpec, one at a time, in row-major order of the grid's axes."""
     axes = list(grid)
-    points = []
+    shares_data = all(path.split(".")[0] != "data" for axis in axes for path in axis.split(","))
     for combo in itertools.product(*(grid[axis] for axis in axes)):
         values = _assignments(axes, combo)
-        spec = copy.deepcopy(canonical)
-        for path, value in values.items():
-            set_path(spec, path, value)
+        document = with_values(base.document, values)
+        if shares_data:
+            document["data"] = base.data
         try:
-            points.append(GridPoint(values, JobSpec.model_validate(spec)))
+            spec = JobSpec.model_validate(document)
         except ValidationError as error:
             raise _named(error, f"grid point {values}") from None
-    return points
+        yield GridPoint(values, spec)
+
+
+def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[GridPoint]:
+    """All of `grid_points` for a base given as a document."""
+    return list(grid_points(sweep_base(base), grid))
+
+
+def point_document(spec: JobSpec, base: SweepBase) -> dict[str, Any]:
+    """The JSON document of a point's spec; a data section it shares with the base is the base
+    document's own (not dumped again), which `store.sweep_specs.patch_between` then skips."""
+    if spec.data is not base.data:
+        return spec.model_dump(mode="json")
+    dumped = spec.model_dump(mode="json", exclude={"data"})
+    return {key: base.document["data"] if key == "data" else dumped[key] for key in base.document}
 
 
 def _assignments(axes: list[str], combo: tuple) -> dict[str, Any]:

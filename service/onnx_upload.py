@@ -13,6 +13,13 @@ Refused with a 422 naming what is wrong (nothing is stored):
 The trainable parameters are the floating-point initializers with at least one dimension,
 except a batch norm's running statistics (api_schemas.uploads.ONNX_CONSTANT_INPUTS); their
 element count is the model's `parameters`.
+
+What one example costs, from the shapes inference gives every node output (batch axis = 1), for
+the job estimate (api_schemas/forward_profile.py): `activation_elements` = Σ over node outputs
+that carry the batch axis of their elements per example; `forward_flops` = Σ over those outputs
+of 2·K per element for MatMul and Gemm (K the contracted width of the input) and Conv (K =
+C_in/group·k_h·k_w, the weight's dims after the first), 1 per element for every other node.
+Both are None when an output's shape is unknown or symbolic beyond the batch axis.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ class CheckedModel:
     outputs: list[dict]
     operators: list[str]
     opset: int
+    activation_elements: int | None
+    forward_flops: int | None
 
 
 def check_onnx(path: Path, settings: Settings) -> CheckedModel:
@@ -80,13 +89,55 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
                 _checked_tensor(attribute.t, f"graph.node.{index}.{attribute.name}", settings)
     try:
         onnx.checker.check_model(model)
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, RuntimeError, ValueError) as error:
         raise invalid("file", f"the ONNX model is malformed: {str(error).strip()[:800]}") from None
     inputs = [_tensor_info(value) for value in model.graph.input if value.name not in initializers]
     outputs = [_tensor_info(value) for value in model.graph.output]
     _check_signature(inputs, outputs)
-    return CheckedModel(parameters, inputs, outputs, operators, opset)
+    return CheckedModel(parameters, inputs, outputs, operators, opset, *per_example_cost(inferred, inputs[0]["name"]))
+
+
+def per_example_cost(inferred: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
+    """(activation elements, forward FLOPs) of one example (module docstring); (None, None) where shapes are unknown."""
+    graph = inferred.graph
+    shapes = {value.name: _dims(value) for value in (*graph.input, *graph.value_info, *graph.output)}
+    shapes |= {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    batch = shapes[input_name][0]
+    elements = flops = 0
+    for node in graph.node:
+        for name in node.output:
+            dims = shapes.get(name)
+            if dims is None:
+                return None, None
+            if not dims or dims[0] != batch:
+                continue  # no batch axis: a constant or a shape, the same for every batch
+            if not all(isinstance(dim, int) for dim in dims[1:]):
+                return None, None
+            per_example = math.prod(dims[1:])
+            elements += per_example
+            flops += per_example * _flops_per_element(node, shapes)
+    return elements, flops
+
+
+def _dims(value: onnx.ValueInfoProto) -> list[int | str] | None:
+    tensor = value.type.tensor_type
+    if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
+        return None
+    return [int(dim.dim_value) if dim.HasField("dim_value") else (dim.dim_param or "?") for dim in tensor.shape.dim]
+
+
+def _flops_per_element(node: onnx.NodeProto, shapes: dict[str, list | None]) -> int:
+    """2·K for MatMul / Gemm (K the input's contracted width) and Conv (K = the weight's dims after the first), else 1."""
+    if node.op_type in ("MatMul", "Gemm"):
+        first = shapes.get(node.input[0]) or [1]
+        transposed = node.op_type == "Gemm" and any(a.name == "transA" and a.i for a in node.attribute)
+        width = first[-2] if transposed and len(first) > 1 else first[-1]
+        return 2 * width if isinstance(width, int) else 1
+    if node.op_type == "Conv":
+        weight = shapes.get(node.input[1]) or [1]
+        return 2 * math.prod(dim for dim in weight[1:] if isinstance(dim, int))
+    return 1
 
 
 def _constant_initializers(model: onnx.ModelProto) -> set[str]:

@@ -4,10 +4,15 @@ Validation errors name the offending field by its dotted path in the request bod
 (`model.hidden.0`, `data.x.3.1`): pydantic's location without the "body" prefix and
 without the union-member tags pydantic inserts (`gaussian_mixture`, `list[float]`, …),
 which are recognised by walking the request body along the location.
+
+Every problem can be sent whatever the request held: a lone surrogate (`"\\ud800"` in a
+JSON body, a key or a value that a problem echoes) is not Unicode and has no UTF-8 form,
+so the body writes it as the six visible characters `\\ud800` (ProblemResponse).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -20,8 +25,10 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from api_schemas import problems as types
+from api_schemas.base import LONE_SURROGATE
 from api_schemas.problems import FieldError, Problem
 
 log = logging.getLogger(__name__)
@@ -30,6 +37,7 @@ REQUEST_PARTS = ("body", "query", "path", "header", "cookie")
 LIMIT_KEYS = ("le", "lt", "ge", "gt", "max_length", "min_length", "multiple_of")
 MAX_REPORTED_ERRORS = 50
 MAX_ECHOED_STRING = 200
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 class ProblemError(HTTPException):
@@ -54,8 +62,18 @@ class ProblemError(HTTPException):
         )
 
 
+class ProblemResponse(JSONResponse):
+    """application/problem+json that encodes any text: each lone surrogate is written as its escape, `\\udXXX`."""
+
+    media_type = types.PROBLEM_MEDIA_TYPE
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return LONE_SURROGATE.sub(lambda found: f"\\\\u{ord(found[0]):04x}", text).encode()
+
+
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(problem.body(), status_code=problem.status, headers=headers, media_type=types.PROBLEM_MEDIA_TYPE)
+    return ProblemResponse(problem.body(), status_code=problem.status, headers=headers)
 
 
 def install_problem_handlers(app: FastAPI, retry_after_s: int) -> None:
@@ -83,7 +101,10 @@ def install_problem_handlers(app: FastAPI, retry_after_s: int) -> None:
             detail=str(exc.detail),
             instance=request.url.path,
         )
-        return problem_response(problem, exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return problem_response(problem, headers)
 
     async def on_database_down(request: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable: %s", exc)
@@ -113,6 +134,16 @@ def install_problem_handlers(app: FastAPI, retry_after_s: int) -> None:
     app.add_exception_handler(OperationalError, on_database_down)
     app.add_exception_handler(PoolTimeoutError, on_database_down)
     app.add_exception_handler(Exception, on_bug)
+
+
+def allowed_methods(request: Request) -> str:
+    """The methods some route answers at the request's path, for a 405's Allow (Starlette names the first route's only)."""
+
+    def answered(method: str) -> bool:
+        scope = {**request.scope, "method": method}
+        return any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes)
+
+    return ", ".join(method for method in HTTP_METHODS if answered(method))
 
 
 def summarize(errors: Sequence[FieldError]) -> str:

@@ -278,6 +278,7 @@ def _resolve_model(model, document: dict, session: Session, owner: str, point_sh
     document["stored"] = {
         "parameters": row.parameters, "input_shape": input_shape, "output_dim": answer["shape"][1],
         "input_integer": wanted["dtype"].startswith("int"),
+        "activation_elements": row.activation_elements, "forward_flops": row.forward_flops,
     }
 
 

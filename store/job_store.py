@@ -21,6 +21,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_af
 
 from store.fairness import fair_next_job
 from store.models import Artifact, Dataset, Job, MetricChunk, UploadedModel, utcnow
+from store.sweep_specs import job_spec_by_id
 from store.uploads_repo import read_blob
 
 transient = retry_if_exception_type(OperationalError)
@@ -73,7 +74,7 @@ class JobStore:
     def claim(self, job_id: str, worker: str, device: str) -> Claim | None:
         """queued → running, attempts + 1, and wipe an earlier attempt's chunks and artifacts; None if taken."""
         with self.sessions.begin() as session:
-            return _claim_row(session, job_id, worker, device)
+            return _claim_row(session, job_id, worker, lambda spec: device)
 
     @retry_briefly
     def claim_next(self, hint: str, worker: str, device_for: Callable[[dict], str]) -> Claim | None:
@@ -88,7 +89,7 @@ class JobStore:
                 candidate = session.execute(fair_next_job()).first()
                 if candidate is None:
                     return None
-                claim = _claim_row(session, candidate.id, worker, device_for(candidate.spec))
+                claim = _claim_row(session, candidate.id, worker, device_for)
             if claim is not None:
                 return claim
         return None
@@ -179,9 +180,14 @@ def _cancel_if_requested(session: Session, job_id: str) -> None:
     )
 
 
-def _claim_row(session: Session, job_id: str, worker: str, device: str) -> Claim | None:
-    """The conditional UPDATE only one worker can win, in the caller's transaction."""
+def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[[dict], str]) -> Claim | None:
+    """The conditional UPDATE only one worker can win, in the caller's transaction; the job's full spec
+    (a sweep job's materialised from its sweep's base, store/sweep_specs.py) names its device."""
     _cancel_if_requested(session, job_id)
+    spec = job_spec_by_id(session, job_id)
+    if spec is None:
+        return None
+    device = device_for(spec)
     now = utcnow()
     row = session.execute(
         update(Job)
@@ -191,13 +197,13 @@ def _claim_row(session: Session, job_id: str, worker: str, device: str) -> Claim
             worker=worker, device=device, progress_phase="starting", progress_step=0,
             progress_eta_s=None, summary=None, error=None, finished_at=None,
         )
-        .returning(Job.attempts, Job.spec)
+        .returning(Job.attempts)
     ).first()
     if row is None:
         return None
     session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
     session.execute(delete(Artifact).where(Artifact.job_id == job_id))
-    return Claim(job_id=job_id, attempt=row.attempts, spec=row.spec, device=device)
+    return Claim(job_id=job_id, attempt=row.attempts, spec=spec, device=device)
 
 
 def _insert_chunks(session: Session, job_id: str, chunks: list[ChunkRow]) -> None:

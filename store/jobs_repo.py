@@ -19,9 +19,12 @@ from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, defer
 
 from store.models import FINISHED_STATUSES, Artifact, Job, JobTag, MetricChunk, new_id, utcnow
+from store.sweep_specs import job_spec
 
 ACTIVE_STATUSES = ("queued", "running")
 CURSOR_PREFIX = "seq:"
+MAX_SEQ = 2**31 - 1
+"""The largest `seq` (an SQL INTEGER column) a cursor may stand for."""
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,19 @@ def create_job(
     spec_hash: str,
     parameters: int,
     idempotency_key: str | None,
+    sweep_id: str | None = None,
+    spec_patch: dict | None = None,
 ) -> Job:
+    """A queued job named, tagged and sized by its full `spec`; a sweep's job stores only its
+    `spec_patch` against the sweep's base (store/sweep_specs.py), a job on its own its spec."""
     now = utcnow()
     job = Job(
         id=new_id("job"),
         owner=owner,
+        sweep_id=sweep_id,
         name=spec.get("name"),
-        spec=spec,
+        spec=None if spec_patch is not None else spec,
+        spec_patch=spec_patch,
         spec_hash=spec_hash,
         idempotency_key=idempotency_key,
         parameters=parameters,
@@ -68,8 +77,8 @@ def create_job(
 
 
 def spec_tags(job: Job) -> list[str]:
-    """A job's tags from its stored spec, sorted as `tags_of` sorts them (the JobTag rows, kept for filtering, hold the same)."""
-    return sorted(set(job.spec.get("tags", ())))
+    """A job's tags from its spec, sorted as `tags_of` sorts them (the JobTag rows, kept for filtering, hold the same)."""
+    return sorted(set(job_spec(job).get("tags", ())))
 
 
 def find_by_idempotency_key(session: Session, owner: str, key: str) -> Job | None:
@@ -118,15 +127,17 @@ def encode_cursor(seq: int) -> str:
 
 
 def decode_cursor(cursor: str) -> int | None:
-    """The seq a cursor stands for, or None when it is not one of ours."""
+    """The seq a cursor stands for, or None when it is not one of ours: not `seq:<digits>`, or a seq outside
+    1…MAX_SEQ, which no row can have (PostgreSQL refuses to compare an INTEGER column with a larger number)."""
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     digits = text.removeprefix(CURSOR_PREFIX)
-    if not text.startswith(CURSOR_PREFIX) or not digits.isascii() or not digits.isdigit() or len(digits) > 18:
+    if not text.startswith(CURSOR_PREFIX) or not digits.isascii() or not digits.isdigit():
         return None
-    return int(digits)
+    seq = int(digits)
+    return seq if 1 <= seq <= MAX_SEQ else None
 
 
 def count_active(session: Session, owner: str) -> int:

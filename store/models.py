@@ -23,7 +23,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ANONYMOUS = "anonymous"
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -57,20 +57,35 @@ class ApiKey(Base):
 
 
 class Sweep(Base):
-    """A base spec, a grid over dotted paths and the fits wanted; its jobs carry sweep_id."""
+    """A base spec, a grid over dotted paths and the fits wanted; its jobs carry sweep_id.
+
+    `spec` is the sweep as submitted with `base` written out canonically (every default
+    filled in, the sweep's tags added): the one stored copy of what all its jobs share
+    (store/sweep_specs.py). `idempotency_key` and `request_hash` (SHA-256 of the canonical
+    request) let a retried POST find the sweep it made.
+    """
 
     __tablename__ = "sweeps"
+    __table_args__ = (Index("ix_sweeps_owner_idempotency_key", "owner", "idempotency_key", unique=True),)
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("swp"))
     owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS, index=True)
     name: Mapped[str | None] = mapped_column(String(200))
     spec: Mapped[dict] = mapped_column(JSON)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Job(Base):
-    """One training run. `seq` orders jobs for cursor paging; `id` is the public name."""
+    """One training run. `seq` orders jobs for cursor paging; `id` is the public name.
+
+    A job submitted on its own stores its full `spec`; a sweep's job stores only `spec_patch`,
+    where its spec differs from the sweep's base (its spec is JSON null), and every reader
+    sees it through store.sweep_specs.job_spec. `spec_hash` is the SHA-256 of the canonical
+    spec; for a sweep job, of its sweep's request hash and its patch (service/idempotency.py).
+    """
 
     __tablename__ = "jobs"
     __table_args__ = (
@@ -86,8 +101,11 @@ class Job(Base):
     id: Mapped[str] = mapped_column(String(40), unique=True, default=lambda: new_id("job"))
     owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS)
     sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"), index=True)
+    sweep: Mapped[Sweep | None] = relationship()
     name: Mapped[str | None] = mapped_column(String(200))
-    spec: Mapped[dict] = mapped_column(JSON)
+    # JSON null (not SQL NULL) for a sweep job: see migrations/versions/0005_sweep_points.py
+    spec: Mapped[dict | None] = mapped_column(JSON, nullable=False)
+    spec_patch: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
     spec_hash: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     parameters: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -227,6 +245,9 @@ class UploadedModel(Base):
     operators: Mapped[list] = mapped_column(JSON)
     opset: Mapped[int] = mapped_column(Integer)
     size: Mapped[int] = mapped_column(BigInteger)
+    # one example's activation elements and forward FLOPs, by shape inference at upload; None when unknown
+    activation_elements: Mapped[int | None] = mapped_column(BigInteger)
+    forward_flops: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -2,43 +2,71 @@
 (analysis/sweep_table.py), not stored.
 
 A sweep and all its jobs are written in one transaction; the jobs are then published as
-one Celery group. Nothing about progress is stored on the sweep row itself.
+one Celery group. Nothing about progress is stored on the sweep row itself. The sweep row
+holds the base spec once; each job row holds its patch (store/sweep_specs.py). Reads stay
+bounded whatever the sweep: counts are one GROUP BY, the table is read a page at a time,
+and the fits read only the succeeded jobs' patches and summaries.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from store import jobs_repo
 from store.models import Job, Sweep, new_id, utcnow
+from store.sweep_specs import job_spec
 
 
 @dataclass(frozen=True)
 class NewJob:
-    """One grid point's job: its full spec document, the hash of that document, its parameter count."""
+    """One grid point's job: its full spec document (for its name, tags and steps), the patch
+    stored for it, the hash of the two, and its parameter count."""
 
     spec: dict
+    spec_patch: dict
     spec_hash: str
     parameters: int
 
 
-def create_sweep(session: Session, *, owner: str, spec: dict, jobs: list[NewJob]) -> tuple[Sweep, list[str]]:
-    """Insert the sweep (its spec document) and one queued job per grid point (not committed);
-    returns the job ids in grid order."""
-    sweep = Sweep(id=new_id("swp"), owner=owner, name=spec.get("name"), spec=spec, created_at=utcnow())
+@dataclass(frozen=True)
+class SweepJob:
+    """A job as the sweep table reads it: its full spec materialised, its summary scalars."""
+
+    id: str
+    seq: int
+    status: str
+    spec: dict[str, Any]
+    summary: dict[str, Any] | None
+
+
+def create_sweep(
+    session: Session, *, owner: str, spec: dict, idempotency_key: str | None, request_hash: str, jobs: list[NewJob]
+) -> tuple[Sweep, list[str]]:
+    """Insert the sweep (its spec document, base included, once) and one queued job per grid point
+    (not committed); returns the job ids in grid order."""
+    sweep = Sweep(
+        id=new_id("swp"), owner=owner, name=spec.get("name"), spec=spec, idempotency_key=idempotency_key,
+        request_hash=request_hash, created_at=utcnow(),
+    )
     session.add(sweep)
     session.flush()
     job_ids = []
     for new in jobs:
         job = jobs_repo.create_job(
-            session, owner=owner, spec=new.spec, spec_hash=new.spec_hash, parameters=new.parameters, idempotency_key=None
+            session, owner=owner, spec=new.spec, spec_hash=new.spec_hash, parameters=new.parameters,
+            idempotency_key=None, sweep_id=sweep.id, spec_patch=new.spec_patch,
         )
-        job.sweep_id = sweep.id
         job_ids.append(job.id)
     return sweep, job_ids
+
+
+def find_by_idempotency_key(session: Session, owner: str, key: str) -> Sweep | None:
+    return session.scalar(select(Sweep).where(Sweep.owner == owner, Sweep.idempotency_key == key))
 
 
 def get_sweep(session: Session, scope: str | None, sweep_id: str) -> Sweep | None:
@@ -47,8 +75,40 @@ def get_sweep(session: Session, scope: str | None, sweep_id: str) -> Sweep | Non
     return session.scalar(select(Sweep).where(*mine, Sweep.id == sweep_id))
 
 
-def sweep_jobs(session: Session, sweep_id: str) -> list[Job]:
-    return list(session.scalars(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.seq)))
+def job_counts(session: Session, sweep_id: str) -> Counter:
+    """{status: jobs} over all the sweep's jobs."""
+    rows = session.execute(select(Job.status, func.count()).where(Job.sweep_id == sweep_id).group_by(Job.status))
+    return Counter(dict(rows.all()))
+
+
+def table_page(session: Session, sweep_id: str, limit: int, after_seq: int | None) -> tuple[list[SweepJob], bool]:
+    """Up to `limit` of the sweep's jobs in grid order (seq ascending) after `after_seq`, and whether more follow."""
+    query = select(Job).where(Job.sweep_id == sweep_id)
+    if after_seq is not None:
+        query = query.where(Job.seq > after_seq)
+    jobs = [_read(job) for job in session.scalars(query.order_by(Job.seq).limit(limit + 1))]
+    return jobs[:limit], len(jobs) > limit
+
+
+def succeeded_jobs(session: Session, sweep_id: str) -> list[SweepJob]:
+    """The sweep's succeeded jobs in grid order: what its fits are made of."""
+    query = select(Job).where(Job.sweep_id == sweep_id, Job.status == "succeeded").order_by(Job.seq)
+    return [_read(job) for job in session.scalars(query)]
+
+
+def _read(job: Job) -> SweepJob:
+    return SweepJob(job.id, job.seq, job.status, job_spec(job), job.summary)
+
+
+def active_jobs_using(session: Session, owner: str, spec_path: tuple[str, str], upload_id: str) -> list[str]:
+    """Ids of the owner's queued or running sweep jobs whose spec names `upload_id` at `spec_path`
+    (("data", "id") or ("model", "id")): each is materialised from its sweep's base, which is read
+    once per sweep; there are at most max_queued_jobs_per_key of them."""
+    section, field = spec_path
+    query = select(Job).where(
+        Job.owner == owner, Job.status.in_(jobs_repo.ACTIVE_STATUSES), Job.spec_patch.is_not(None)
+    ).order_by(Job.seq)
+    return [job.id for job in session.scalars(query) if (job_spec(job).get(section) or {}).get(field) == upload_id]
 
 
 def request_cancel(session: Session, sweep: Sweep) -> None:

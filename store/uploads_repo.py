@@ -19,6 +19,7 @@ from typing import TypeVar
 from sqlalchemy import delete, exists, insert, or_, select
 from sqlalchemy.orm import Session
 
+from store import sweeps_repo
 from store.models import Blob, BlobChunk, Dataset, Job, UploadedModel, new_id
 
 BLOB_CHUNK_BYTES = 1 << 20
@@ -88,13 +89,15 @@ def find_model(session: Session, owner: str, blob_id: str) -> UploadedModel | No
 
 
 def active_jobs_using(session: Session, owner: str, spec_path: tuple[str, str], upload_id: str) -> list[str]:
-    """Ids of the owner's queued or running jobs whose spec names `upload_id` at `spec_path` (("data", "id") or ("model", "id"))."""
-    return list(session.scalars(
+    """Ids of the owner's queued or running jobs whose spec names `upload_id` at `spec_path` (("data", "id") or ("model", "id")),
+    a sweep's jobs included (their specs are their sweep's base + a patch); at most 10."""
+    own = list(session.scalars(
         select(Job.id)
         .where(Job.owner == owner, Job.status.in_(ACTIVE_STATUSES), Job.spec[spec_path].as_string() == upload_id)
         .order_by(Job.seq)
         .limit(10)
     ))
+    return (own + sweeps_repo.active_jobs_using(session, owner, spec_path, upload_id))[:10]
 
 
 def delete_upload(session: Session, row: Dataset | UploadedModel) -> None:

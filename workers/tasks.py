@@ -7,6 +7,13 @@ cancelled job) the task returns without writing. A new attempt wipes the previou
 artifacts; the engine is deterministic given the spec's seed, so the retried series has
 every step exactly once. torch is imported in the worker's child process only.
 
+Memory: before running, the job's estimated peak memory (api_schemas/estimate.py) is checked
+against the device's (worker_memory_budget_bytes, else the GPU's or the machine's memory); a job
+over it fails at once with both numbers (`exceeds_device_memory`). A CPU pool process is limited to
+its size after importing torch plus worker_memory_limit_bytes (RLIMIT_DATA), so a job that still
+outgrows its memory gets a MemoryError, not the kernel's OOM killer: it fails on its first attempt
+as `out_of_memory` with the size that failed, and the same process takes the next job.
+
 Time limits: at `job_time_limit_s` Celery raises SoftTimeLimitExceeded in the task, which
 fails the job. A job stuck where Python cannot raise (inside one long native call) is
 killed `job_time_limit_grace_s` later by the hard limit; the worker's parent process then
@@ -18,7 +25,12 @@ worker and run it again.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import resource
 import socket
+from functools import partial
+from pathlib import Path
 
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
@@ -26,6 +38,7 @@ from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
+from api_schemas.estimate import estimate_job, format_bytes
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from store.db import make_engine, make_session_factory
@@ -39,16 +52,34 @@ log = logging.getLogger(__name__)
 
 def register(app: Celery, settings: Settings) -> Task:
     """Add the job task to `app`, bound to `settings`, and the worker's process signals."""
-    worker_process_init.connect(_import_engine_in_child, weak=False, dispatch_uid="ntklab.import_engine")
+    worker_process_init.connect(partial(_prepare_child, settings), weak=False, dispatch_uid="ntklab.import_engine")
     celeryd_after_setup.connect(_remember_node, weak=False, dispatch_uid="ntklab.remember_node")
     return app.task(name=TASK_NAME, bind=True, base=JobTask, settings=settings)(run_job)
 
 
-def _import_engine_in_child(**_) -> None:
-    """Pay torch's import when the child starts, not when the first job arrives."""
+def _prepare_child(settings: Settings, **_) -> None:
+    """Pay torch's import when the child starts, not when the first job arrives; then limit its memory."""
     import workers.engine.run  # noqa: F401
 
-    log.info("worker process ready: engine imported, device %s", worker_device("auto"))
+    device = worker_device("auto")
+    if settings.worker_memory_limit_bytes and device == "cpu":
+        limit = limit_memory(settings.worker_memory_limit_bytes)
+        log.info("worker process memory limited to %s (RLIMIT_DATA)", format_bytes(limit))
+    log.info("worker process ready: engine imported, device %s", device)
+
+
+def limit_memory(extra_bytes: int) -> int:
+    """Set this process's RLIMIT_DATA (soft) to its data size now plus `extra_bytes`; returns the limit.
+
+    RLIMIT_DATA bounds the private writable memory (heap and anonymous mappings, where tensors and
+    arrays live) and, unlike RLIMIT_AS, not the address space reserved without being writable
+    (per-thread malloc arenas, library mappings), so it tracks what a job can really fill.
+    """
+    status = Path("/proc/self/status").read_text().splitlines()
+    data_kib = next(int(line.split()[1]) for line in status if line.startswith("VmData:"))
+    limit = data_kib * 1024 + extra_bytes
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    return limit
 
 
 NODE: dict[str, str] = {}
@@ -116,6 +147,10 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     except ValidationError as error:
         store.finish(claim, "failed", error={"type": "InvalidSpec", "message": str(error)})
         return
+    too_large = device_refusal(spec, settings, device)
+    if too_large is not None:
+        store.finish(claim, "failed", error=too_large)
+        return
     try:
         uploaded = read_uploads(store, claim.job_id, spec)
     except MissingUpload as error:
@@ -178,11 +213,58 @@ def worker_device(wanted: str) -> str:
     return "cpu"
 
 
+def device_memory(device: str, settings: Settings) -> tuple[int, str]:
+    """The bytes a job may use on `device` and where the number comes from."""
+    if settings.worker_memory_budget_bytes:
+        return settings.worker_memory_budget_bytes, "this worker's budget (setting worker_memory_budget_bytes)"
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory, f"the memory of {device}"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's physical memory"
+
+
+def device_refusal(spec: JobSpec, settings: Settings, device: str) -> dict | None:
+    """The job's error if its estimated peak memory exceeds the device's, else None (also when it cannot be estimated)."""
+    try:
+        estimate = estimate_job(spec)
+    except ValueError:
+        return None
+    available, source = device_memory(device, settings)
+    if estimate.memory_bytes <= available:
+        return None
+    largest = estimate.memory_dominant
+    return {
+        "type": "ExceedsDeviceMemory", "code": "exceeds_device_memory",
+        "message": f"not started: the estimated peak memory {format_bytes(estimate.memory_bytes)} exceeds "
+                   f"{format_bytes(available)}, {source}; the largest term is {largest.name}, "
+                   f"{format_bytes(largest.value)}: {largest.what}",
+        "estimate_bytes": estimate.memory_bytes, "device_bytes": available,
+    }
+
+
 def describe_failure(exc: BaseException) -> dict:
     if is_out_of_memory(exc):
         _release_gpu_memory()
-        return {"type": "OutOfMemory", "message": f"out of memory: {exc}"}
+        message = f"out of memory: {exc}"
+        return {"type": "OutOfMemory", "code": "out_of_memory", "message": message, "requested_bytes": requested_bytes(message)}
     return {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
+
+
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
+EXACT = re.compile(r"allocate (\d+) bytes")
+ROUNDED = re.compile(r"allocate ([\d.]+) ?(PiB|TiB|GiB|MiB|KiB|B)\b")
+
+
+def requested_bytes(message: str) -> int | None:
+    """The allocation an out-of-memory message names: torch's CPU allocator gives bytes ("tried to
+    allocate 274877906944 bytes"), CUDA's and numpy's a rounded size ("Tried to allocate 40.00 GiB",
+    "Unable to allocate 74.5 GiB"); None when it names none."""
+    if exact := EXACT.search(message):
+        return int(exact.group(1))
+    if rounded := ROUNDED.search(message):
+        return int(float(rounded.group(1)) * UNITS[rounded.group(2)])
+    return None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ConfigDict
 
 from api_schemas.sweeps import PresetInfo
-from ntklab.resources.sweeps import Sweep
+from ntklab.resources.sweeps import Sweep, idempotency_header
 
 if TYPE_CHECKING:
     from ntklab.client import AsyncClient, Client
@@ -32,9 +32,13 @@ class Presets:
     def list(self) -> list[Preset]:
         return _presets(self._client._transport.request("GET", "/v1/presets").json())
 
-    def run(self, name: str, *, scale: Scale = "smoke") -> Sweep:
-        """Start the preset as a sweep; follow it with `client.sweeps.wait(sweep.id)`."""
-        response = self._client._transport.request("POST", f"/v1/presets/{name}", json={"scale": scale})
+    def run(self, name: str, *, scale: Scale = "smoke", idempotency_key: str | None = None) -> Sweep:
+        """Start the preset as a sweep; follow it with `client.sweeps.wait(sweep.id)`.
+
+        Retries reuse one Idempotency-Key (yours, or one made for the call): one call, one sweep."""
+        response = self._client._transport.request(
+            "POST", f"/v1/presets/{name}", json={"scale": scale}, headers=idempotency_header(idempotency_key)
+        )
         return Sweep.model_validate(response.json())
 
 
@@ -45,6 +49,8 @@ class AsyncPresets:
     async def list(self) -> list[Preset]:
         return _presets((await self._client._transport.request("GET", "/v1/presets")).json())
 
-    async def run(self, name: str, *, scale: Scale = "smoke") -> Sweep:
-        response = await self._client._transport.request("POST", f"/v1/presets/{name}", json={"scale": scale})
+    async def run(self, name: str, *, scale: Scale = "smoke", idempotency_key: str | None = None) -> Sweep:
+        response = await self._client._transport.request(
+            "POST", f"/v1/presets/{name}", json={"scale": scale}, headers=idempotency_header(idempotency_key)
+        )
         return Sweep.model_validate(response.json())

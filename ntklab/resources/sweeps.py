@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field
@@ -55,6 +56,11 @@ class Sweep(wire.Sweep):
         return sweep_figure(self.fits, x=x, y=y, title=self.name or self.id, path=path)
 
 
+def idempotency_header(key: str | None) -> dict[str, str] | None:
+    """The Idempotency-Key header for a key chosen by the caller; None lets the transport make one per call."""
+    return {"Idempotency-Key": key} if key else None
+
+
 def _progress(bar: ProgressBar, sweep: Sweep) -> None:
     done = sum(count for status, count in sweep.counts.items() if status in SWEEP_FINISHED)
     bar.update(done, sweep.total, sweep.status)
@@ -72,19 +78,37 @@ class Sweeps:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def create(self, spec: SpecLike | None = None, /, **fields: Any) -> Sweep:
-        """Submit a sweep {name, base, grid, fits} given as a model, a dict or a .json/.yaml path."""
-        response = self._client._transport.request("POST", "/v1/sweeps", json=to_body(spec, **fields))
+    def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Sweep:
+        """Submit a sweep {name, base, grid, fits} given as a model, a dict or a .json/.yaml path.
+
+        The call's retries reuse one Idempotency-Key (yours, or one made for the call), so a
+        retried create answers the sweep the first attempt made instead of making another."""
+        response = self._client._transport.request(
+            "POST", "/v1/sweeps", json=to_body(spec, **fields), headers=idempotency_header(idempotency_key)
+        )
         return Sweep.model_validate(response.json())
 
-    def retrieve(self, sweep_id: str) -> Sweep:
-        return Sweep.model_validate(self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}").json())
+    def retrieve(self, sweep_id: str, *, limit: int | None = None, after: str | None = None) -> Sweep:
+        """The sweep with one page of its table: `limit` rows (default: the service's page size) after `after`."""
+        params = {"limit": limit, "after": after}
+        return Sweep.model_validate(self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}", params=params).json())
+
+    def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
+        """Every row of the sweep's table (`Sweep.rows()` form), reading it a page at a time."""
+        after = None
+        while True:
+            sweep = self.retrieve(sweep_id, limit=page_size, after=after)
+            yield from sweep.rows()
+            if not sweep.has_more:
+                return
+            after = sweep.next
 
     def cancel(self, sweep_id: str) -> Sweep:
         return Sweep.model_validate(self._client._transport.request("POST", f"/v1/sweeps/{sweep_id}/cancel").json())
 
     def table(self, sweep_id: str, *, as_frame: bool = False) -> Any:
-        rows = self.retrieve(sweep_id).rows()
+        """All rows of the sweep's table, every page read."""
+        rows = list(self.iter_rows(sweep_id))
         return _as_frame(rows) if as_frame else rows
 
     def fits(self, sweep_id: str) -> list[dict[str, Any]]:
@@ -117,19 +141,33 @@ class AsyncSweeps:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def create(self, spec: SpecLike | None = None, /, **fields: Any) -> Sweep:
-        response = await self._client._transport.request("POST", "/v1/sweeps", json=to_body(spec, **fields))
+    async def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Sweep:
+        response = await self._client._transport.request(
+            "POST", "/v1/sweeps", json=to_body(spec, **fields), headers=idempotency_header(idempotency_key)
+        )
         return Sweep.model_validate(response.json())
 
-    async def retrieve(self, sweep_id: str) -> Sweep:
-        return Sweep.model_validate((await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}")).json())
+    async def retrieve(self, sweep_id: str, *, limit: int | None = None, after: str | None = None) -> Sweep:
+        params = {"limit": limit, "after": after}
+        response = await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}", params=params)
+        return Sweep.model_validate(response.json())
+
+    async def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        after = None
+        while True:
+            sweep = await self.retrieve(sweep_id, limit=page_size, after=after)
+            for row in sweep.rows():
+                yield row
+            if not sweep.has_more:
+                return
+            after = sweep.next
 
     async def cancel(self, sweep_id: str) -> Sweep:
         response = await self._client._transport.request("POST", f"/v1/sweeps/{sweep_id}/cancel")
         return Sweep.model_validate(response.json())
 
     async def table(self, sweep_id: str, *, as_frame: bool = False) -> Any:
-        rows = (await self.retrieve(sweep_id)).rows()
+        rows = [row async for row in self.iter_rows(sweep_id)]
         return _as_frame(rows) if as_frame else rows
 
     async def fits(self, sweep_id: str) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from api_schemas.sweeps import SweepSpec
 from config.settings import Settings
 from service.app import create_app
 from store.models import Job, Sweep
+from store.sweep_specs import job_spec
 
 pytestmark = pytest.mark.slow
 
@@ -172,10 +173,10 @@ def test_every_group_got_its_requests(fuzz):
 def test_nothing_stored_is_garbage(fuzz):
     fuzz.run_all()
     with fuzz.app.state.sessions() as session:
-        jobs = session.execute(select(Job.id, Job.spec)).all()
+        jobs = [job_spec(job) for job in session.scalars(select(Job))]
         sweeps = session.execute(select(Sweep.id, Sweep.spec)).all()
     assert jobs, "the fuzzer stored at least one job"
-    for _, spec in jobs:
+    for spec in jobs:
         JobSpec.model_validate(spec)
     for _, spec in sweeps:
         SweepSpec.model_validate(spec)

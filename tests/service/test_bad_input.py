@@ -6,6 +6,7 @@ request reaching the catch-all handler fails these tests instead of passing quie
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 
@@ -202,9 +203,45 @@ def test_bad_list_queries_are_a_422_naming_the_parameter(client, query, field):
     assert field in fields(problem(client.get(f"/v1/jobs?{query}"), 422))
 
 
+def cursor(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("list_path", ["/v1/jobs", "/v1/datasets", "/v1/models"])
+@pytest.mark.parametrize("forged", ["seq:2147483648", "seq:0", "seq:99999999999999999", "seq:" + "9" * 40])
+def test_a_forged_cursor_outside_the_seq_column_is_a_422_naming_after(client, list_path, forged):
+    """seq is an SQL INTEGER: PostgreSQL refused to compare it with 2^31 (a 500); SQLite answered an empty page."""
+    assert "after" in fields(problem(client.get(list_path, params={"after": cursor(forged)}), 422))
+
+
+def test_the_largest_seq_a_cursor_may_name_pages_normally(client):
+    client.post("/v1/jobs", json={"training": {"max_steps": 1}})
+    page = client.get("/v1/jobs", params={"after": cursor("seq:2147483647")})
+    assert page.status_code == 200 and len(page.json()["data"]) == 1
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs/", "/v1/jobs/job_x/", "/v1/sweeps/", "/healthz/"])
+def test_a_trailing_slash_is_a_404_problem_never_a_redirect_to_the_host_header(client, path):
+    answer = client.get(path, headers={"host": "evil.example"}, follow_redirects=False)
+    problem(answer, 404)
+    assert "location" not in answer.headers
+
+
 @pytest.mark.parametrize("url", ["/v1/jobs/job%00x", "/v1/jobs?tag=a%00b", "/v1/jobs/x/metrics?names=a%00", "/v1/jobs/x/artifacts/a%00.npy"])
 def test_nul_characters_in_urls_are_a_400(client, url):
     assert problem(client.get(url), 400)["type"] == "urn:ntklab:problem:nul-character"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [("PUT", "/v1/jobs", "GET, POST"), ("PATCH", "/v1/jobs/job_x", "GET, DELETE"),
+     ("PUT", "/v1/jobs/job_x/artifacts/a.npy", "GET, HEAD"), ("OPTIONS", "/v1/datasets", "GET, POST")],
+)
+def test_a_405_allows_every_method_the_path_answers(client, method, path, allow):
+    """Starlette's Allow named the methods of the first route at the path only (found by schemathesis --checks all)."""
+    answer = client.request(method, path)
+    problem(answer, 405)
+    assert answer.headers["allow"] == allow
 
 
 def test_unknown_routes_and_methods_are_problems(client):

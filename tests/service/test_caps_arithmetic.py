@@ -1,7 +1,8 @@
-"""The API process never imports torch: the parameter count and every cap are arithmetic on the spec.
+"""The API process never imports torch: the parameter count, the memory and work estimate and every
+cap are arithmetic on the spec.
 
 A fresh interpreter imports the app and the caps, checks a few specs (mlp, cnn, conv resnet,
-and two that break a cap) and reports what it found and whether torch got imported. The
+and two that break a cap), estimates them, and reports what it found and whether torch got imported. The
 counts are checked against p = Σ_l out_l·fan_in_l + out_l·[bias] written out by hand here;
 tests/engine/test_nets.py checks the same arithmetic against the built torch networks.
 """
@@ -46,20 +47,22 @@ from api_schemas.spec import JobSpec
 from config.settings import Settings
 import service.app
 import service.caps
+from api_schemas.estimate import estimate_job
 from service.problems import ProblemError
 
 specs, refused = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 settings = Settings(max_width=10_000)
-counts, fields = {}, {}
+counts, fields, data = {}, {}, {}
 for name, body in specs.items():
     counts[name] = service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
+    data[name] = next(t.value for t in estimate_job(JobSpec.model_validate(body)).memory if t.name == "data")
 for name, body in refused.items():
     try:
         service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
     except ProblemError as error:
         fields[name] = [e.field for e in error.problem.errors]
 torch = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
-print(json.dumps({"counts": counts, "fields": fields, "torch": torch}))
+print(json.dumps({"counts": counts, "fields": fields, "data": data, "torch": torch}))
 """
 
 
@@ -78,3 +81,5 @@ def test_caps_count_parameters_without_importing_torch():
     assert report["torch"] == [], "the API path imported torch"
     assert report["counts"] == {name: count for name, (_, count) in SPECS.items()}
     assert report["fields"] == {"too_wide": ["model.hidden.0"], "kernel_too_large": ["model.kernel_size"]}
+    # 2·8·n·(d + O): 8 points of 4 features and 2 targets; 256 digits of 64 pixels and 10 targets
+    assert report["data"] == {"mlp": 16 * 8 * 6, "cnn": 16 * 256 * 74, "resnet_conv": 16 * 256 * 74}

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, select, update
 
+from store.job_store import JobStore
 from store.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
@@ -196,6 +197,26 @@ def test_cancel_a_running_job_sets_the_flag_the_worker_reads(client, db):
     assert db.scalar(select(Job.cancel_requested).where(Job.id == job["id"])) is True
 
 
+@pytest.mark.parametrize(("ending", "outcome"), [("succeeded", "too_late"), ("failed", "too_late"), ("cancelled", "cancelled")])
+def test_a_cancel_the_worker_never_saw_says_too_late_and_the_results_stand(client, app, ending, outcome):
+    """The worker's own writes (claim, finish): a cancel accepted during the last moments of a run."""
+    job = submit(client)
+    worker = JobStore(app.state.sessions)
+    claim = worker.claim(job["id"], worker="w0", device="cpu")
+    accepted = client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert accepted.status_code == 202
+    assert (accepted.json()["cancel_requested"], accepted.json()["cancel_outcome"]) == (True, "pending")
+    worker.finish(claim, ending, summary={"final_loss": 0.5} if ending == "succeeded" else None)
+    finished = client.get(f"/v1/jobs/{job['id']}").json()
+    assert (finished["status"], finished["cancel_outcome"]) == (ending, outcome)
+    assert finished["summary"] == ({"final_loss": 0.5} if ending == "succeeded" else None)
+    assert client.get("/v1/jobs", params={"status": ending}).json()["data"][0]["cancel_outcome"] == outcome
+
+
+def test_a_job_nobody_cancelled_has_no_cancel_outcome(client):
+    assert submit(client)["cancel_outcome"] is None
+
+
 @pytest.mark.parametrize("status", ["succeeded", "failed"])
 def test_cancel_a_finished_job_is_a_409(client, db, status):
     job = submit(client)
@@ -278,6 +299,20 @@ def test_artifacts_list_and_download_with_their_media_type(client, job_with_arti
         assert download.status_code == 200
         assert download.content == data
         assert download.headers["content-type"].split(";")[0] == media_type
+
+
+def test_head_on_an_artifact_answers_the_download_headers_without_the_bytes(client, job_with_artifacts):
+    job_id, files = job_with_artifacts
+    for name, (_, data) in files.items():
+        url = f"/v1/jobs/{job_id}/artifacts/{name}"
+        head, download = client.head(url), client.get(url)
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == str(len(data))
+        for header in ("content-type", "content-length", "content-disposition"):
+            assert head.headers[header] == download.headers[header]
+    missing = client.head(f"/v1/jobs/{job_id}/artifacts/nope.npy")
+    assert missing.status_code == 404 and missing.headers["content-type"] == "application/problem+json"
+    assert client.head("/v1/jobs/job_nope/artifacts/kernel_init.npy").status_code == 404
 
 
 @pytest.mark.parametrize(

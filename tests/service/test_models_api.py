@@ -182,7 +182,8 @@ def test_a_job_on_an_onnx_model_gets_its_parameters_and_width(client):
     answer = client.post("/v1/jobs", json=job_on(model_id))
     assert answer.status_code == 202, answer.text
     spec = answer.json()["spec"]
-    assert spec["model"]["stored"] == {"parameters": 50, "input_shape": [3], "output_dim": 2, "input_integer": False}
+    assert spec["model"]["stored"] == {"parameters": 50, "input_shape": [3], "output_dim": 2, "input_integer": False,
+                                       "activation_elements": 8 + 8 + 2, "forward_flops": 8 * 2 * 3 + 8 + 2 * 2 * 8}
     assert spec["model"]["parameterization"] == "standard" and spec["model"]["output_dim"] == 2
     assert answer.json()["parameters"] == 50
 

@@ -6,6 +6,7 @@ from sqlalchemy import select, update
 from service.grid import grid_size
 from service.presets import PRESETS
 from store.models import Job
+from store.sweep_specs import job_spec
 
 SWEEP = {
     "name": "mini",
@@ -17,7 +18,8 @@ SWEEP = {
 
 def _finish(db, sweep_id: str, slope_by_head: dict[str, float]) -> None:
     for job in db.scalars(select(Job).where(Job.sweep_id == sweep_id)):
-        width, head, seed = job.spec["model"]["hidden"][0], job.spec["model"]["output_activation"], job.spec["seed"]
+        spec = job_spec(job)
+        width, head, seed = spec["model"]["hidden"][0], spec["model"]["output_activation"], spec["seed"]
         value = 3.0 * width ** slope_by_head[head] * (1.05 if seed else 0.95)
         db.execute(update(Job).where(Job.id == job.id).values(status="succeeded", summary={"delta_k_max": value}))
     db.commit()

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 
 def hessian_grad_ratio(
     hessian_norms: Sequence[Sequence[float]], grad_norms: Sequence[Sequence[float]], *, power: int = 1
-) -> float:
+) -> float | None:
     """max over points i and outputs a of hessian_norms[i][a] / grad_norms[i][a]**power, both [P][O].
 
-    Pairs with a zero gradient are left out (the ratio is undefined there).
+    Pairs with a zero gradient are left out (the ratio is undefined there); None when every
+    gradient is zero (e.g. all-zero inputs to a network without biases).
     """
-    return max(
-        h / g**power for row_h, row_g in zip(hessian_norms, grad_norms) for h, g in zip(row_h, row_g) if g > 0
-    )
+    ratios = [h / g**power for row_h, row_g in zip(hessian_norms, grad_norms) for h, g in zip(row_h, row_g) if g > 0]
+    return max(ratios) if ratios else None

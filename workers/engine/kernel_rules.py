@@ -37,6 +37,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, torch-free, shared with the service's estimate)
+    POSITION_SUM_SLOWDOWN,
+    bias_flops,
+    dense_flops,
+    embedding_flops,
+    rule_flops,
+    shared_weight_flops,
+    use_per_sample,
+)
 from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 
 RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledEmbedding)
@@ -154,44 +163,3 @@ def _position_sum(input_gram, G: Tensor, budget: int) -> Tensor:
         GG = torch.einsum("iatc,jbuc->iajbtu", G[rows], G)
         blocks.append(torch.einsum("ijtu,iajbtu->iajb", input_gram(rows), GG).reshape(-1, n * O))
     return torch.cat(blocks)
-
-
-# --------------------------------------------------------------------------- FLOPs of each rule
-
-
-POSITION_SUM_SLOWDOWN = 8
-
-
-def use_per_sample(per_sample_flops: float, position_sum_flops: float, smallest_chunk_bytes: int, budget: int) -> bool:
-    return per_sample_flops <= POSITION_SUM_SLOWDOWN * position_sum_flops and smallest_chunk_bytes <= budget
-
-
-def dense_flops(n: int, O: int, fan_in: int, out: int) -> float:
-    return 2 * n * n * fan_in + 2 * (n * O) ** 2 * out + 2 * (n * O) ** 2
-
-
-def shared_weight_flops(n: int, O: int, T: int, fan_in: int, out: int) -> tuple[float, float]:
-    """(per-sample, position sum) FLOPs of a weight shared over T positions."""
-    per_sample = 2 * n * O * T * fan_in * out + 2 * (n * O) ** 2 * fan_in * out
-    position_sum = 2 * n * n * T * T * fan_in + 2 * (n * O * T) ** 2 * out + 2 * (n * O * T) ** 2
-    return per_sample, position_sum
-
-
-def embedding_flops(n: int, O: int, T: int, U: int, width: int) -> tuple[float, float]:
-    """(per-sample, position sum) FLOPs of an embedding read at T positions, U distinct tokens."""
-    per_sample = n * O * T * width + 2 * (n * O) ** 2 * U * width
-    position_sum = (n * T) ** 2 + 2 * (n * O * T) ** 2 * width + 2 * (n * O * T) ** 2
-    return per_sample, position_sum
-
-
-def bias_flops(n: int, O: int, T: int, out: int) -> float:
-    return n * O * T * out + 2 * (n * O) ** 2 * out
-
-
-def rule_flops(kind: str, n: int, O: int, T: int, fan_in: int, out: int, itemsize: int, budget: int) -> float:
-    """FLOPs of the weight rule the layer would use, a position sum's weighted by POSITION_SUM_SLOWDOWN
-    (kind: dense | shared | embedding; embedding: fan_in = U)."""
-    if kind == "dense":
-        return dense_flops(n, O, fan_in, out)
-    flops = shared_weight_flops(n, O, T, fan_in, out) if kind == "shared" else embedding_flops(n, O, T, fan_in, out)
-    return flops[0] if use_per_sample(*flops, n * O * fan_in * itemsize, budget) else POSITION_SUM_SLOWDOWN * flops[1]

@@ -56,7 +56,7 @@ from workers.engine.per_sample import per_sample_kernel, saved_bytes_per_point
 Method = Literal["structured", "jacobian", "ntk_vp"]
 Of = Literal["outputs", "logits"]
 
-MEMORY_BUDGET_BYTES = 256 * 2**20
+MEMORY_BUDGET_BYTES = kernel_cost.MEMORY_BUDGET_BYTES
 
 
 def tangent_kernel(net: nn.Module, x: Tensor, *, method: str = "auto", of: Of = "outputs") -> Tensor:

@@ -16,12 +16,13 @@ n·(k+1)/2 points (n when the whole J_S fits in B/2), each one forward and O bac
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
+
+from api_schemas.kernel_cost_model import panel_and_chunk, passes  # noqa: F401  (the panel arithmetic, torch-free)
 
 
 def per_sample_kernel(
@@ -66,19 +67,6 @@ def per_sample_kernel(
             K[r0 * O : r1 * O, c0 * O : c1 * O] = block
             K[c0 * O : c1 * O, r0 * O : r1 * O] = block.T
     return K
-
-
-def panel_and_chunk(n: int, O: int, p: int, itemsize: int, saved_bytes: int, budget: int) -> tuple[int, int]:
-    """(q, m): points per kept panel of J_S and per vmap(jacrev) call (module docstring)."""
-    half = budget / 2
-    q = min(n, max(1, math.floor(half / (O * p * itemsize))))
-    m = min(q, max(1, math.floor(half / (O * p * itemsize + (1 + O) * saved_bytes))))
-    return q, m
-
-
-def passes(n: int, q: int) -> float:
-    """Per-sample gradients computed, in units of n points: (k+1)/2 for k = ⌈n/q⌉ panels."""
-    return (math.ceil(n / q) + 1) / 2
 
 
 def saved_bytes_per_point(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> int:

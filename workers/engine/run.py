@@ -232,7 +232,7 @@ def endpoint(spec: JobSpec, path: PathState, when: str, *, finite: bool = True) 
 
 def summarise(
     result: Result, spec: JobSpec, path: PathState, init: Endpoint, final: Endpoint, outcome: TrainingOutcome,
-    *, lr: float, device: str, wall_time_s: float,
+    *, lr: float | None, device: str, wall_time_s: float,
 ) -> None:
     """The named scalars of DESIGN §3 (None where a diagnostic is off or not finite); "final" = the last point recorded."""
     diverged = outcome.outcome == "diverged"

@@ -10,6 +10,10 @@ same loss. `gd` is full-batch gradient descent; `sgd`, `momentum` (heavy ball) a
 `adam` use minibatches of `batch_size` drawn without replacement per epoch (full batch
 when batch_size is unset). The loss recorded at step t is the full training loss at w_t,
 before the t-th update.
+
+lr = "auto" has no value when the tangent kernel at w₀ is zero on the probe set (every
+output's gradient vanishes there: all-zero inputs to a network without biases): the run
+then evaluates w₀ only and ends with outcome "zero_kernel", keeping what it measured.
 """
 
 from __future__ import annotations
@@ -36,17 +40,19 @@ Observer = Callable[[int, float, bool], None]
 class TrainingOutcome:
     """How training ended: `steps` updates applied; `final_loss` is the loss at w_steps."""
 
-    outcome: str  # converged | max_steps | time_budget | diverged
+    outcome: str  # converged | max_steps | time_budget | diverged | zero_kernel
     steps: int
     final_loss: float
     diverged_step: int | None = None
 
 
+ZERO_KERNEL = "zero_kernel"
+
 HEAD_SLOPE: dict[str, float] = {"identity": 1.0, "tanh": 1.0, "sigmoid": 0.25, "swish": 1.0998393, "softmax": 0.5}
 """L_φ = sup_z ‖∂φ/∂z‖₂ of each head (swish: φ'(2.3994); softmax: ‖diag(p) − ppᵀ‖ ≤ 1/2)."""
 
 
-def auto_lr(logits_lambda_max: float, n_probe: int, *, head: str, loss: str) -> float:
+def auto_lr(logits_lambda_max: float, n_probe: int, *, head: str, loss: str) -> float | None:
     """η = n_probe / (c · λ_max(K_logits(w₀))): 1/λ_max of a bound on the Gauss–Newton loss Hessian.
 
     mse: H_GN = (1/n) J_fᵀ D J_f with J_f the (n·O) × p Jacobian of the logits and D the
@@ -58,7 +64,10 @@ def auto_lr(logits_lambda_max: float, n_probe: int, *, head: str, loss: str) -> 
     the stability limit.
     cross_entropy: H_GN = (1/n) J_fᵀ (diag p − p pᵀ) J_f and diag p − p pᵀ ⪯ ½ I, so c = 1
     leaves a further factor ≥ 2: η · λ_max(H_GN) ≤ ½, four times inside the limit.
+    None when λ_max = 0 (K_logits(w₀) = 0): no step size follows from a kernel that vanishes.
     """
+    if logits_lambda_max <= 0:
+        return None
     slope_squared = 1.0 if loss == "cross_entropy" else HEAD_SLOPE[head] ** 2
     return n_probe / (slope_squared * logits_lambda_max)
 
@@ -89,15 +98,19 @@ def train(
     data: Dataset,
     spec: TrainingSpec,
     *,
-    lr: float,
+    lr: float | None,
     seed: int,
     callbacks: Callbacks,
     observe: Observer,
 ) -> TrainingOutcome:
-    """Optimise until target_loss, max_steps or time_budget_s; a non-finite loss ends it as "diverged"."""
+    """Optimise until target_loss, max_steps or time_budget_s; a non-finite loss ends it as "diverged".
+
+    lr None (lr = "auto" without a value): w₀ is evaluated and observed, and training ends there
+    as "zero_kernel" (or "converged" when w₀ already meets target_loss).
+    """
     x, y = data.x_train, data.y_train
     loss_of = loss_function(spec.loss, net)
-    optimizer = make_optimizer(spec, list(trainable_parameters(net).values()), lr)
+    optimizer = None if lr is None else make_optimizer(spec, list(trainable_parameters(net).values()), lr)
     full_batch = spec.optimizer == "gd" or spec.batch_size is None or spec.batch_size >= len(x)
     batches = None if full_batch else minibatches(len(x), spec.batch_size, seed)
     started, step = time.perf_counter(), 0
@@ -109,7 +122,7 @@ def train(
         value, elapsed = loss.item(), time.perf_counter() - started
         if not math.isfinite(value):
             return TrainingOutcome("diverged", step, value, diverged_step=step)
-        stop = stop_reason(spec, value, step, elapsed)
+        stop = stop_reason(spec, value, step, elapsed) or (ZERO_KERNEL if optimizer is None else None)
         observe(step, value, stop is not None)
         callbacks.progress(Progress(step, spec.max_steps, "train", eta_s(spec, step, elapsed)))
         if stop is not None:

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api_schemas import problems as types
+from api_schemas.base import MAX_NAME_LENGTH, text_problem
 from api_schemas.problems import FieldError, Problem
 from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
 from config.settings import Settings
@@ -150,9 +151,14 @@ def delete_unless_used(session, row, spec_path: tuple[str, str], what: str) -> N
 
 
 def label_from(name: str | None, received: Received) -> str | None:
+    """The upload's name (query, else multipart field): stored text (api_schemas.base) of at most MAX_NAME_LENGTH characters."""
     label = name if name is not None else received.fields.get("name")
-    if label is not None and ("\x00" in label or len(label) > 200):
-        raise invalid("name", "at most 200 characters, without NUL")
+    if label is None:
+        return None
+    if len(label) > MAX_NAME_LENGTH:
+        raise invalid("name", f"at most {MAX_NAME_LENGTH} characters", type=types.VALIDATION)
+    if (problem := text_problem(label)) is not None:
+        raise invalid("name", problem, type=types.VALIDATION)
     return label
 
 

@@ -12,7 +12,8 @@ from sqlalchemy.exc import IntegrityError
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError, Problem
-from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobPage, JobStatus, Progress, Series
+from api_schemas.estimate import estimate_job
+from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobEstimate, JobPage, JobStatus, Progress, Series
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from service import quota
@@ -23,6 +24,7 @@ from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
 from service.problems import ProblemError
 from service.uploads import resolve_uploads
 from store import jobs_repo, models
+from store.sweep_specs import job_spec
 from workers.queue import Broker
 
 log = logging.getLogger(__name__)
@@ -96,7 +98,6 @@ def create_job(
 ) -> Job:
     """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final."""
     key = check_key(idempotency_key)
-    _refuse_nul_characters(spec)
     spec = resolve_uploads(spec, session, owner)
     document = spec.model_dump(mode="json")
     digest = spec_hash(document)
@@ -195,10 +196,24 @@ def download_artifact(job_id: str, name: str, session: SessionDep, scope: ScopeD
     job = _owned_job(session, scope, job_id)
     found = jobs_repo.read_artifact(session, job.id, name)
     if found is None:
-        raise ProblemError(404, "this job has no artifact of that name")
+        raise _no_artifact()
     media_type, data = found
-    disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
-    return Response(content=data, media_type=media_type, headers={"Content-Disposition": disposition})
+    return Response(content=data, media_type=media_type, headers=_attachment(name))
+
+
+@router.head(
+    "/{job_id}/artifacts/{name}",
+    response_class=Response,
+    responses={200: {"description": "the headers a download would have (type, length, file name), no body"}, **NOT_FOUND},
+    summary="An artifact's type and size",
+)
+def artifact_headers(job_id: str, name: str, session: SessionDep, scope: ScopeDep) -> Response:
+    """What GET would answer, without the bytes (which are not read)."""
+    job = _owned_job(session, scope, job_id)
+    entry = next((entry for entry in jobs_repo.list_artifacts(session, job.id) if entry.name == name), None)
+    if entry is None:
+        raise _no_artifact()
+    return Response(media_type=entry.media_type, headers={"Content-Length": str(entry.size), **_attachment(name)})
 
 
 @router.post(
@@ -211,8 +226,10 @@ def download_artifact(job_id: str, name: str, session: SessionDep, scope: ScopeD
 def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
     """queued → cancelled at once; running → `cancel_requested`, and the worker stops at its next step.
 
-    Cancelling a cancelled job answers 202 again (a retried cancel is harmless); a job that
-    already succeeded or failed is a 409.
+    `cancel_outcome` follows the request: `pending`, then `cancelled`, or `too_late` when the
+    job finished (after its last training step) before the worker saw the request; its results
+    then stand. Cancelling a cancelled job answers 202 again (a retried cancel is harmless); a
+    job that already succeeded or failed is a 409.
     """
     job = _owned_job(session, scope, job_id)
     if job.status in jobs_repo.ACTIVE_STATUSES:
@@ -242,6 +259,7 @@ def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
 
 
 def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
+    spec = job_spec(job) if with_spec else None
     return Job(
         id=job.id,
         name=job.name,
@@ -261,7 +279,21 @@ def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
         enqueued_at=as_utc(job.enqueued_at),
         started_at=as_utc(job.started_at),
         finished_at=as_utc(job.finished_at),
-        spec=job.spec if with_spec else None,
+        spec=spec,
+        estimate=job_estimate(spec) if spec is not None else None,
+    )
+
+
+def job_estimate(spec: dict) -> JobEstimate | None:
+    """The estimate of a stored spec (api_schemas/estimate.py); None for a spec it cannot plan."""
+    try:
+        estimate = estimate_job(JobSpec.model_validate(spec))
+    except ValueError:  # pydantic's ValidationError is one
+        return None
+    return JobEstimate(
+        memory_bytes=estimate.memory_bytes, flops=estimate.flops,
+        memory={term.name: int(term.value) for term in estimate.memory},
+        work={term.name: term.value for term in estimate.work},
     )
 
 
@@ -279,6 +311,14 @@ def _owned_job(session, scope: str | None, job_id: str) -> models.Job:
     return job
 
 
+def _attachment(name: str) -> dict[str, str]:
+    return {"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name, safe='')}"}
+
+
+def _no_artifact() -> ProblemError:
+    return ProblemError(404, "this job has no artifact of that name")
+
+
 def _replay(first: models.Job, digest: str, key: str, session, response: Response, settings: Settings) -> Job:
     if first.spec_hash != digest:
         raise refuse_reuse(key, first.id)
@@ -290,14 +330,6 @@ def _replay(first: models.Job, digest: str, key: str, session, response: Respons
 def _accepted(response: Response, job_id: str, settings: Settings) -> None:
     response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/jobs/{job_id}"
     response.headers["Retry-After"] = str(settings.retry_after_s)
-
-
-def _refuse_nul_characters(spec: JobSpec) -> None:
-    """name and tags are the spec's free-form strings; SQL text columns cannot hold NUL."""
-    texts = {"name": spec.name or "", **{f"tags.{index}": tag for index, tag in enumerate(spec.tags)}}
-    errors = [FieldError(field=field, message="NUL characters are not allowed") for field, text in texts.items() if "\x00" in text]
-    if errors:
-        raise ProblemError(422, f"{errors[0].field}: NUL characters are not allowed", type=types.VALIDATION, errors=errors)
 
 
 def _publish(broker: Broker, job_id: str) -> None:

@@ -130,6 +130,7 @@ def _check_and_store(
                 id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
                 parameters=checked.parameters, inputs=checked.inputs, outputs=checked.outputs,
                 operators=checked.operators, opset=checked.opset, size=file.size, created_at=models.utcnow(),
+                activation_elements=checked.activation_elements, forward_flops=checked.forward_flops,
             )
             session.add(row)
             session.commit()

@@ -10,7 +10,7 @@ from api_schemas.sweeps import PresetInfo, PresetList, PresetRun, Sweep
 from service.api.deps import BrokerDep, OwnerDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import PROBLEM
-from service.api.routes.sweeps import submit_sweep
+from service.api.routes.sweeps import IDEMPOTENCY_KEY, SUBMIT_PROBLEMS, submit_sweep
 from service.grid import grid_size
 from service.presets import PRESETS, SCALES
 from service.problems import ProblemError
@@ -31,20 +31,22 @@ def list_presets() -> PresetList:
     "/{name}",
     status_code=202,
     response_model=Sweep,
-    responses={404: {**PROBLEM, "description": "no such preset"}},
+    responses={404: {**PROBLEM, "description": "no such preset"}, **SUBMIT_PROBLEMS},
     summary="Run a preset as a sweep",
 )
 def run_preset(
     name: str,
-    response: Response,
     session: SessionDep,
     owner: OwnerDep,
     settings: SettingsDep,
     broker: BrokerDep,
     run: Annotated[PresetRun | None, Body(openapi_examples={"cpu": {"value": {"scale": "cpu"}}})] = None,
-) -> Sweep:
-    """Submit the preset's sweep at `scale` (smoke | cpu | paper); follow it at GET /v1/sweeps/{id}."""
+    idempotency_key: Annotated[str | None, IDEMPOTENCY_KEY] = None,
+) -> Response:
+    """Submit the preset's sweep at `scale` (smoke | cpu | paper); follow it at GET /v1/sweeps/{id}.
+
+    An Idempotency-Key is honoured as by POST /v1/sweeps: compared by the sweep the preset makes."""
     preset = PRESETS.get(name)
     if preset is None:
         raise ProblemError(404, f"no preset named {name!r}; GET /v1/presets lists them")
-    return submit_sweep(preset.sweep((run or PresetRun()).scale), response, session, owner, settings, broker)
+    return submit_sweep(preset.sweep((run or PresetRun()).scale), session, owner, settings, broker, idempotency_key)

@@ -1,32 +1,49 @@
-"""/v1/sweeps: a grid of jobs over dotted spec paths, its table, its power-law fits and their plot."""
+"""/v1/sweeps: a grid of jobs over dotted spec paths, its table, its power-law fits and their plot.
+
+Submitting (POST /v1/sweeps, and POST /v1/presets/{name} through `submit_sweep`): the base
+is validated once and stored once, on the sweep row; the grid's points are made, checked
+and reduced to their patches one at a time (service/grid.py, store/sweep_specs.py), their
+bytes counted against max_sweep_bytes as they come; then the sweep and all its jobs are
+stored in one transaction and published as a group. Time and memory follow the base once
+plus the points' patches, not points × base. An `Idempotency-Key` is honoured as for jobs:
+the same key and body answer the sweep the key made (`Idempotent-Replayed: true`), the same
+key with another body is a 422, and concurrent duplicates store one sweep (a unique index on
+(owner, key), the loser answering the winner's sweep).
+
+Reading: counts, status and fits cover all the sweep's jobs; the table is paged in grid
+order (`limit`, `after`). A sweep resource is encoded by pydantic-core in one pass, its
+stored spec included as it is, since a base of a million inline numbers would otherwise be
+validated and encoded again on every poll.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections import Counter
-from typing import Annotated, Literal
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
 
 from analysis import sweep_table
 from analysis.sweep_plot import MEDIA_TYPES, render_fits
 from analysis.sweep_table import fit_results
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
-from api_schemas.sweeps import FitSpec, Sweep, SweepRow, SweepSpec
+from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSpec
 from config.settings import Settings
 from service import quota
 from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import PROBLEM, as_utc
 from service.caps import check_spec_caps
-from service.grid import GridError, expand_grid, grid_size
-from service.idempotency import spec_hash
+from service.grid import GridError, GridPoint, SweepBase, grid_points, grid_size, point_document, sweep_base
+from service.idempotency import HEADER, check_key, compact_json, digest, refuse_reuse, sweep_job_hash
 from service.problems import ProblemError
 from service.uploads import resolve_uploads
-from store import models, sweeps_repo
+from store import jobs_repo, models, sweeps_repo
+from store.sweep_specs import patch_between
 from store.sweeps_repo import NewJob
 from workers.queue import Broker
 
@@ -44,43 +61,49 @@ SWEEP_EXAMPLES = {
         },
     }
 }
+IDEMPOTENCY_KEY = Header(alias=HEADER, description="retry-safe: same key + same body → the first answer, not a second sweep")
+SUBMIT_PROBLEMS = {
+    422: {**PROBLEM, "description": "invalid grid or spec, a cap exceeded (max_sweep_jobs, max_sweep_bytes, …), "
+                                    "or an Idempotency-Key reused with another body"},
+    429: {**PROBLEM, "description": "too many queued + running jobs"},
+}
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"], route_class=StrictJSONRoute)
 
 
-@router.post(
-    "",
-    status_code=202,
-    response_model=Sweep,
-    summary="Submit a sweep",
-    responses={422: {**PROBLEM, "description": "invalid grid or spec, or a cap exceeded"},
-               429: {**PROBLEM, "description": "too many queued + running jobs"}},
-)
+@router.post("", status_code=202, response_model=Sweep, summary="Submit a sweep", responses=SUBMIT_PROBLEMS)
 def create_sweep(
     spec: Annotated[SweepSpec, Body(openapi_examples=SWEEP_EXAMPLES)],
-    response: Response,
     session: SessionDep,
     owner: OwnerDep,
     settings: SettingsDep,
     broker: BrokerDep,
-) -> Sweep:
+    idempotency_key: Annotated[str | None, IDEMPOTENCY_KEY] = None,
+) -> Response:
     """Expand the grid, store the sweep and one job per point in one transaction, publish them as a group."""
-    return submit_sweep(spec, response, session, owner, settings, broker)
+    return submit_sweep(spec, session, owner, settings, broker, idempotency_key)
 
 
 @router.get("/{sweep_id}", response_model=Sweep, responses=NOT_FOUND, summary="Retrieve a sweep, its table and fits")
-def retrieve_sweep(sweep_id: str, session: SessionDep, scope: ScopeDep) -> Sweep:
+def retrieve_sweep(
+    sweep_id: str,
+    session: SessionDep,
+    scope: ScopeDep,
+    settings: SettingsDep,
+    limit: Annotated[int | None, Query(ge=1, description="table rows per page; default and most: settings.max_page_size")] = None,
+    after: Annotated[str | None, Query(max_length=64, description="the `next` of the previous page")] = None,
+) -> Response:
     sweep = _owned_sweep(session, scope, sweep_id)
-    return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+    return _sweep_response(session, sweep, _page_size(limit, settings), _after_seq(after))
 
 
 @router.post("/{sweep_id}/cancel", status_code=202, response_model=Sweep, responses=NOT_FOUND, summary="Cancel a sweep")
-def cancel_sweep(sweep_id: str, session: SessionDep, scope: ScopeDep) -> Sweep:
+def cancel_sweep(sweep_id: str, session: SessionDep, scope: ScopeDep, settings: SettingsDep) -> Response:
     """Queued jobs end cancelled at once; running ones stop at their next step; finished ones stay."""
     sweep = _owned_sweep(session, scope, sweep_id)
     sweeps_repo.request_cancel(session, sweep)
     session.refresh(sweep)
-    return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+    return _sweep_response(session, sweep, settings.max_page_size, None, status_code=202)
 
 
 @router.get(
@@ -99,36 +122,41 @@ def plot_sweep(
 ) -> Response:
     sweep = _owned_sweep(session, scope, sweep_id)
     fit = _plotted_fit(sweep, x, y)
-    fits = fit_results(sweep_table.table(sweep.spec, sweeps_repo.sweep_jobs(session, sweep.id)), fit)
+    fits = fit_results(_succeeded_rows(session, sweep), fit)
     return Response(render_fits(fits, x=fit.x, y=fit.y, fmt=format), media_type=MEDIA_TYPES[format])
 
 
-def submit_sweep(spec: SweepSpec, response: Response, session, owner: str, settings: Settings, broker: Broker) -> Sweep:
-    """Shared by POST /v1/sweeps and POST /v1/presets/{name}."""
-    size = grid_size(spec.grid)
-    if size > settings.max_sweep_jobs:
-        message = f"the grid has {size} points; the cap is {settings.max_sweep_jobs} (setting max_sweep_jobs)"
-        raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
-                           errors=[FieldError(field="grid", message=message, limit=settings.max_sweep_jobs, value=size)])
+def submit_sweep(
+    spec: SweepSpec, session, owner: str, settings: Settings, broker: Broker, idempotency_key: str | None
+) -> Response:
+    """Shared by POST /v1/sweeps and POST /v1/presets/{name}: validate, count, store once, publish; or replay."""
+    key = check_key(idempotency_key)
+    _check_grid_size(spec, settings)
+    base = _named_grid_error(lambda: sweep_base(with_sweep_tags(spec)))
+    document = sweep_document(spec, base)
+    request_hash, size = _fingerprint(document)
+    if key is not None and (first := sweeps_repo.find_by_idempotency_key(session, owner, key)) is not None:
+        return _replay(session, first, request_hash, key, settings)
+    budget = _ByteBudget(settings.max_sweep_bytes)
+    budget.add(size, "base", "the sweep's spec")
+    jobs = _named_grid_error(lambda: list(_new_jobs(spec, base, request_hash, session, owner, settings, budget)))
     try:
-        points = expand_grid(with_sweep_tags(spec), spec.grid)
-    except GridError as error:
-        raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
-                           errors=[FieldError(field=error.field, message=str(error))]) from None
-    points = [dataclasses.replace(point, spec=resolve_uploads(point.spec, session, owner)) for point in points]
-    parameters = [_checked_caps(point, settings) for point in points]
-    documents = [point.spec.model_dump(mode="json") for point in points]
-    with quota.reserve(session, owner, len(points), settings):
-        jobs = [NewJob(document, spec_hash(document), count) for document, count in zip(documents, parameters)]
-        sweep, job_ids = sweeps_repo.create_sweep(session, owner=owner, spec=spec.model_dump(mode="json"), jobs=jobs)
-        session.commit()
+        with quota.reserve(session, owner, len(jobs), settings):
+            sweep, job_ids = sweeps_repo.create_sweep(
+                session, owner=owner, spec=document, idempotency_key=key, request_hash=request_hash, jobs=jobs
+            )
+            session.commit()
+    except (IntegrityError, ProblemError):
+        session.rollback()
+        first = sweeps_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
+        if first is None:
+            raise
+        return _replay(session, first, request_hash, key, settings)
     try:
         broker.enqueue_group(job_ids)
     except Exception as error:
         log.warning("sweep %s stored but not published yet (the reaper retries): %s", sweep.id, error)
-    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/sweeps/{sweep.id}"
-    response.headers["Retry-After"] = str(settings.retry_after_s)
-    return sweep_resource(sweep, sweeps_repo.sweep_jobs(session, sweep.id))
+    return _sweep_response(session, sweep, settings.max_page_size, None, status_code=202, headers=_accepted(sweep, settings))
 
 
 def with_sweep_tags(spec: SweepSpec) -> dict:
@@ -139,31 +167,145 @@ def with_sweep_tags(spec: SweepSpec) -> dict:
     return {**spec.base, "tags": list(dict.fromkeys([*tags, *spec.tags]))}
 
 
-def sweep_resource(sweep: models.Sweep, jobs: list[models.Job]) -> Sweep:
-    rows = sweep_table.table(sweep.spec, jobs)
-    counts = Counter(job.status for job in jobs)
-    fits = [result for fit in sweep.spec.get("fits", []) for result in fit_results(rows, FitSpec(**fit))]
-    return Sweep(
+def sweep_document(spec: SweepSpec, base: SweepBase) -> dict[str, Any]:
+    """What the sweep row stores: the sweep as sent, with its base written out canonically."""
+    sent = spec.model_dump(mode="json", exclude={"base"})
+    return {field: base.document if field == "base" else sent[field] for field in SweepSpec.model_fields}
+
+
+def _fingerprint(document: dict[str, Any]) -> tuple[str, int]:
+    """The request hash of a sweep document (service/idempotency.py) and its size as compact JSON."""
+    encoded = compact_json(document)
+    return digest(encoded), len(encoded)
+
+
+def _new_jobs(
+    spec: SweepSpec, base: SweepBase, request_hash: str, session, owner: str, settings: Settings, budget: _ByteBudget
+) -> Iterator[NewJob]:
+    """One NewJob per grid point, made one at a time: uploads resolved, caps checked, its patch counted."""
+    for point in grid_points(base, spec.grid):
+        job_spec = resolve_uploads(point.spec, session, owner)
+        parameters = _checked_caps(point, job_spec, settings)
+        document = point_document(job_spec, base)
+        patch = patch_between(base.document, document)
+        budget.add(len(compact_json(patch)), "grid", f"grid point {point.values}")
+        yield NewJob(document, patch, sweep_job_hash(request_hash, patch), parameters)
+
+
+class _ByteBudget:
+    """The bytes a sweep will store (compact JSON), refused with a 422 the moment they pass max_sweep_bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+
+    def add(self, size: int, field: str, what: str) -> None:
+        self.total += size
+        if self.total > self.limit:
+            message = (f"the sweep would store more than {self.limit} bytes of spec (its base once, then each "
+                       f"job's patch): {self.total} by {what}; the cap is {self.limit} (setting max_sweep_bytes)")
+            raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
+                               errors=[FieldError(field=field, message=message, limit=self.limit, value=self.total)])
+
+
+def _check_grid_size(spec: SweepSpec, settings: Settings) -> None:
+    size = grid_size(spec.grid)
+    if size > settings.max_sweep_jobs:
+        message = f"the grid has {size} points; the cap is {settings.max_sweep_jobs} (setting max_sweep_jobs)"
+        raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
+                           errors=[FieldError(field="grid", message=message, limit=settings.max_sweep_jobs, value=size)])
+
+
+def _named_grid_error(make):
+    """make(), with a GridError turned into a 422 naming its field."""
+    try:
+        return make()
+    except GridError as error:
+        raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
+                           errors=[FieldError(field=error.field, message=str(error))]) from None
+
+
+def _checked_caps(point: GridPoint, job_spec, settings: Settings) -> int:
+    try:
+        return check_spec_caps(job_spec, settings)
+    except ProblemError as error:
+        error.problem = error.problem.model_copy(update={"detail": f"grid point {point.values}: {error.problem.detail}"})
+        raise
+
+
+def _replay(session, first: models.Sweep, request_hash: str, key: str, settings: Settings) -> Response:
+    if first.request_hash != request_hash:
+        raise refuse_reuse(key, first.id)
+    headers = _accepted(first, settings) | {"Idempotent-Replayed": "true"}
+    return _sweep_response(session, first, settings.max_page_size, None, status_code=202, headers=headers)
+
+
+def _accepted(sweep: models.Sweep, settings: Settings) -> dict[str, str]:
+    return {"Location": f"{settings.public_url.rstrip('/')}/v1/sweeps/{sweep.id}", "Retry-After": str(settings.retry_after_s)}
+
+
+def _sweep_response(
+    session, sweep: models.Sweep, limit: int, after_seq: int | None, *, status_code: int = 200, headers: dict | None = None
+) -> Response:
+    body = sweep_resource(session, sweep, limit, after_seq).model_dump_json()
+    return Response(body, status_code=status_code, media_type="application/json", headers=headers)
+
+
+def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | None) -> Sweep:
+    """The sweep with counts, status and fits over all its jobs and one page of its table.
+
+    Everything but the stored spec is validated; the spec goes in as it was stored."""
+    counts = sweeps_repo.job_counts(session, sweep.id)
+    page, has_more = sweeps_repo.table_page(session, sweep.id, limit, after_seq)
+    resource = Sweep(
         id=sweep.id,
         name=sweep.name,
         tags=list(sweep.spec.get("tags", [])),
         status=sweep_table.derive_status(counts, sweep.cancel_requested),
         counts={status: counts[status] for status in models.JOB_STATUSES},
-        total=len(jobs),
+        total=sum(counts.values()),
         cancel_requested=sweep.cancel_requested,
         created_at=as_utc(sweep.created_at),
-        spec=sweep.spec,
-        table=[SweepRow(job_id=row.job_id, status=row.status, values=row.values, summary=row.summary) for row in rows],
-        fits=fits,
+        spec={},
+        table=[{"job_id": row.job_id, "status": row.status, "values": row.values, "summary": row.summary}
+               for row in sweep_table.table(sweep.spec, page)],
+        has_more=has_more,
+        next=jobs_repo.encode_cursor(page[-1].seq) if has_more else None,
+        fits=_fit_results(session, sweep),
     )
+    return resource.model_copy(update={"spec": sweep.spec})
 
 
-def _checked_caps(point, settings: Settings) -> int:
-    try:
-        return check_spec_caps(point.spec, settings)
-    except ProblemError as error:
-        error.problem = error.problem.model_copy(update={"detail": f"grid point {point.values}: {error.problem.detail}"})
-        raise
+def _fit_results(session, sweep: models.Sweep) -> list[FitResult]:
+    """Every fit the sweep asked for, over all its succeeded jobs (read only when it asked for one)."""
+    fits = [FitSpec(**fit) for fit in sweep.spec.get("fits", [])]
+    rows = _succeeded_rows(session, sweep) if fits else []
+    return [result for fit in fits for result in fit_results(rows, fit)]
+
+
+def _succeeded_rows(session, sweep: models.Sweep) -> list[sweep_table.SweepRow]:
+    return sweep_table.table(sweep.spec, sweeps_repo.succeeded_jobs(session, sweep.id))
+
+
+def _page_size(limit: int | None, settings: Settings) -> int:
+    if limit is None:
+        return settings.max_page_size
+    if limit > settings.max_page_size:
+        message = f"at most {settings.max_page_size} rows per page"
+        raise ProblemError(422, f"limit: {message}", type=types.VALIDATION, title="Request failed validation",
+                           errors=[FieldError(field="limit", message=message, limit=settings.max_page_size, value=limit)])
+    return limit
+
+
+def _after_seq(after: str | None) -> int | None:
+    if after is None:
+        return None
+    seq = jobs_repo.decode_cursor(after)
+    if seq is None:
+        message = "not a cursor this API gave out; pass the `next` of a page"
+        raise ProblemError(422, f"after: {message}", type=types.VALIDATION, title="Request failed validation",
+                           errors=[FieldError(field="after", message=message, value=after)])
+    return seq
 
 
 def _plotted_fit(sweep: models.Sweep, x: str | None, y: str | None) -> FitSpec:

@@ -1,0 +1,204 @@
+"""A job's peak memory and work, estimated from its spec alone (nothing built, nothing run).
+
+    estimate_job(spec) -> Estimate       memory_bytes, flops, and the terms they are made of
+
+The service refuses a spec over max_job_memory_bytes or max_job_flops (service/caps.py), shows
+the estimate on the job, and the worker checks it against its device before it starts. With
+the one-example profile of api_schemas/forward_profile.py (F₀ forward FLOPs, a saved and ℓ
+largest activation elements, d input elements, P weights, p trainable), n training points,
+B = batch_size for a minibatch optimiser (else n), n_p probe points, O outputs, h = 2 kernels
+with a non-linear head (outputs and logits) else 1, b bytes per number (4 or 8):
+
+memory terms (bytes)
+    data         2·8·n·(d + O)             the training set: two float64 copies while it is made (numpy)
+    weights      b·(P·(1 + 2·[save_weights]) + p·(2 + s))     weights, w₀, gradients, optimiser state
+                 (s = 1 momentum, 2 adam, else 0) and the two .npz weight artifacts
+    activations  b·(B·a + 2·n·ℓ)           a training step: what autograd saves for B examples, plus two
+                                           layers of n examples alive at once (backward, the full-set loss)
+    kernel       (nO)² = (n_p·O)²:  b·(nO)²·(h·(1 + t + k) + 3) + 4·8·(nO)²     K(w₀), and K(w_t) when the
+                 kernel is measured along the path (t = 1), per head; the one being computed with its two
+                 Gram factors; k saved .npy artifacts (K(w_t)'s only along the path); and the float64
+                 copies a spectrum or a relative change makes (K, Kᵀ + K, its half, eigvalsh's own)
+    cotangents   the kernel method's working set on the probe points, kernel_cost_model peak − K
+                 (structured: per-sample cotangents n_p·O·Σ T·out; jacobian: n_p·O·p; ntk_vp: columns)
+    lanczos      8·p·(iterations + 2) + 4·b·p              the float64 Krylov basis, and the HVP's vectors
+
+    peak = max(data, data kept + weights + kernel + max(activations + path, cotangents, lanczos))
+
+where data kept = b·n·(d + O) (the float64 copies are gone once the data is on the device) and
+path = the larger of cotangents (kernel on the schedule) and lanczos (hessian.at "schedule"):
+the path diagnostics run while a full-batch step's graph is alive.
+
+work terms (FLOPs; F = F₀ + a, kernel_cost_model's per-example forward cost)
+    training     max_steps·3·B·F (+ n·F per step for a minibatch optimiser's full-set loss)
+    kernel       h·(runs)·kernel_cost_model FLOPs of the method at n_p points + (4/3)(nO)³ per spectrum
+    hessian      runs·P_h·O·(3F + iterations·(6F + 8p) + 4·iterations²·p)    P_h = min(hessian.probe_points, n_p)
+    path         per scheduled step: 3·n_p·F (linearization error) + 4p (weight change)
+
+with runs = 1 + the scheduled steps after 0 (log: ≤ points, every: ⌊max_steps/every⌋) + the final
+step (the kernel's schedule, or its default when diagnostics.kernel is off; then the kernel itself
+is computed once, at w₀). Steps are counted to max_steps: a run that reaches target_loss earlier
+does less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api_schemas.forward_profile import ForwardProfile, forward_profile
+from api_schemas.kernel_cost_model import MEMORY_BUDGET_BYTES, Cost, cheapest, method_costs
+from api_schemas.spec import JobSpec, KernelDiagnostics
+
+ITEMSIZE = {"float32": 4, "float64": 8}
+OPTIMIZER_STATE = {"gd": 0, "sgd": 0, "momentum": 1, "adam": 2}
+GENERATION_COPIES = 2
+KERNEL_FACTORS = 3
+FLOAT64_KERNEL_COPIES = 4
+
+
+@dataclass(frozen=True)
+class Term:
+    """One part of the estimate: its name, its value (bytes or FLOPs) and what it counts."""
+
+    name: str
+    value: float
+    what: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    memory_bytes: int
+    flops: float
+    memory: tuple[Term, ...]
+    work: tuple[Term, ...]
+
+    @property
+    def memory_dominant(self) -> Term:
+        return max(self.memory, key=lambda term: term.value)
+
+    @property
+    def work_dominant(self) -> Term:
+        return max(self.work, key=lambda term: term.value)
+
+
+def format_bytes(size: float) -> str:
+    """'260.8 GiB (280012345678 bytes)': binary units for reading, the exact count for comparing."""
+    value, unit = float(size), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{int(size)} bytes" if unit == "bytes" else f"{value:.1f} {unit} ({int(size)} bytes)"
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """The spec's counts the formulas read (module docstring)."""
+
+    n: int
+    batch: int
+    probe: int
+    outputs: int
+    heads: int
+    itemsize: int
+    steps: int
+    runs: int
+
+
+def estimate_job(spec: JobSpec) -> Estimate:
+    """The estimate of the module docstring; raises ValueError (naming the field) if the model cannot be planned."""
+    prof = forward_profile(spec)
+    sizes = _sizes(spec, prof)
+    kernel_method, kernel_cost = _kernel_cost(spec, prof, sizes)
+    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost)
+    work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost)
+    return Estimate(_peak(spec, prof, sizes, memory), float(sum(term.value for term in work)), memory, work)
+
+
+def _sizes(spec: JobSpec, prof: ForwardProfile) -> _Sizes:
+    n = spec.data.n_points()
+    training = spec.training
+    minibatch = training.optimizer != "gd" and training.batch_size is not None and training.batch_size < n
+    kernel = spec.diagnostics.kernel or KernelDiagnostics()
+    steps = training.max_steps
+    scheduled = min(kernel.points, steps) if kernel.schedule == "log" else steps // kernel.every
+    return _Sizes(
+        n=n, batch=training.batch_size if minibatch else n, probe=spec.data.probe_n(), outputs=prof.outputs,
+        heads=2 if spec.model.output_activation != "identity" else 1, itemsize=ITEMSIZE[spec.dtype], steps=steps,
+        runs=1 + scheduled + 1,
+    )
+
+
+def _kernel_cost(spec: JobSpec, prof: ForwardProfile, sizes: _Sizes) -> tuple[str, Cost]:
+    """The method the worker would use on the probe points (auto: the cost model's choice) and its cost."""
+    costs = method_costs(prof.kernel_profile(sizes.itemsize), sizes.probe, MEMORY_BUDGET_BYTES)
+    wanted = (spec.diagnostics.kernel or KernelDiagnostics()).method
+    method = cheapest(costs, MEMORY_BUDGET_BYTES) if wanted == "auto" else wanted
+    return method, costs[method]
+
+
+def _memory_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cost: Cost) -> tuple[Term, ...]:
+    b, d, O = s.itemsize, prof.input_elements, s.outputs
+    diagnostics, hessian = spec.diagnostics, spec.diagnostics.hessian
+    rows = s.probe * O
+    along_path = diagnostics.kernel is not None
+    saved = len(diagnostics.save_kernels) if along_path else diagnostics.save_kernels.count("init")
+    kernel_matrices = s.heads * (1 + along_path + saved) + KERNEL_FACTORS
+    weight_copies = 1 + 2 * diagnostics.save_weights
+    state = OPTIMIZER_STATE[spec.training.optimizer]
+    lanczos = 8 * prof.trainable * (hessian.iterations + 2) + 4 * b * prof.trainable if hessian else 0
+    return (
+        Term("data", GENERATION_COPIES * 8 * s.n * (d + O),
+             f"2·8·n·(d + O): {s.n} points × ({d} inputs + {O} targets), two float64 copies while they are made"),
+        Term("weights", b * (prof.parameters * weight_copies + prof.trainable * (2 + state)),
+             f"b·(P·{weight_copies} + p·{2 + state}): {prof.parameters} weights, w₀, gradients"
+             f"{', optimiser state' if state else ''}{', weight artifacts' if diagnostics.save_weights else ''}"),
+        Term("activations", b * (s.batch * prof.saved + 2 * s.n * prof.largest),
+             f"b·(B·a + 2·n·ℓ): a training step on B = {s.batch} examples saving a = {prof.saved} activations each, "
+             f"the widest representation ℓ = {prof.largest}"),
+        Term("kernel", b * rows**2 * kernel_matrices + FLOAT64_KERNEL_COPIES * 8 * rows**2,
+             f"{kernel_matrices} matrices of (n_p·O)² = {rows}² entries (kernels, Gram factors, artifacts) "
+             "and the float64 copies of a spectrum"),
+        Term("cotangents", max(0.0, cost.peak - b * rows**2),
+             f"the {method} kernel method's working set on {s.probe} probe points × {O} outputs"),
+        Term("lanczos", lanczos,
+             f"8·p·(iterations + 2) + 4·b·p: the float64 Lanczos basis of {hessian.iterations} vectors of p = "
+             f"{prof.trainable} weights, and the HVP's vectors"
+             if hessian else "no Hessian"),
+    )
+
+
+def _peak(spec: JobSpec, prof: ForwardProfile, s: _Sizes, memory: tuple[Term, ...]) -> int:
+    term = {t.name: t.value for t in memory}
+    diagnostics = spec.diagnostics
+    on_path = max(term["cotangents"] * (diagnostics.kernel is not None),
+                  term["lanczos"] * (diagnostics.hessian is not None and "schedule" in diagnostics.hessian.at))
+    kept = s.itemsize * s.n * (prof.input_elements + s.outputs) + term["weights"] + term["kernel"]
+    phases = max(term["activations"] + on_path, term["cotangents"], term["lanczos"])
+    return int(max(term["data"], kept + phases))
+
+
+def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cost: Cost) -> tuple[Term, ...]:
+    F = prof.flops + prof.saved
+    p, O = prof.trainable, s.outputs
+    full_set_loss = s.n * F if s.batch < s.n else 0
+    training = s.steps * (3 * s.batch * F + full_set_loss)
+    rows = s.probe * O
+    kernel_runs = s.runs if spec.diagnostics.kernel is not None else 1
+    kernel = s.heads * kernel_runs * (cost.flops + 4 / 3 * rows**3)
+    hessian = 0.0
+    hessian_spec = spec.diagnostics.hessian
+    if hessian_spec is not None:
+        at = set(hessian_spec.at)
+        runs = len(at & {"init", "final"}) + (s.runs if "schedule" in at else 0)
+        it = hessian_spec.iterations
+        per_output = 3 * F + it * (6 * F + 8 * p) + 4 * it * it * p
+        hessian = runs * min(hessian_spec.probe_points, s.probe) * O * per_output
+    path = s.runs * (3 * s.probe * F * spec.diagnostics.linearization_error + 4 * p * spec.diagnostics.weight_change)
+    return (
+        Term("training", training, f"{s.steps} steps × 3·B·F with B = {s.batch} examples of F = {F:.3g} FLOPs"
+             + (f", plus the full-set loss on {s.n}" if full_set_loss else "")),
+        Term("kernel", kernel, f"{s.heads * kernel_runs} tangent kernels ({method}) on {s.probe} probe points × {O} outputs"),
+        Term("hessian", hessian, f"Lanczos ({hessian_spec.iterations} HVPs) per probe point and output" if hessian_spec else "no Hessian"),
+        Term("path", path, f"linearization error and weight change at {s.runs} steps"),
+    )

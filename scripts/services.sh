@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start the servers the test suite needs: PostgreSQL (role ntklab, database ntklab_test) and
-# Redis on port 6390. Idempotent: installs (as root, with apt-get) only what is missing and
-# starts only what is not answering. Prints the environment lines the tests read.
+# Redis on port 6390, plus Chromium for the browser tests. Idempotent: installs (as root, with
+# apt-get) only what is missing and starts only what is not answering. Prints the
+# environment lines the tests read.
 set -euo pipefail
 
 REDIS_PORT="${NTKLAB_TEST_REDIS_PORT:-6390}"
@@ -16,6 +17,8 @@ install_missing() {
   local packages=()
   command -v redis-server >/dev/null || packages+=(redis-server)
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || packages+=(postgresql)
+  # the dashboard's browser tests (tests/ui) drive Debian's Chromium through Playwright
+  [ -x /usr/bin/chromium ] || packages+=(chromium)
   [ ${#packages[@]} -eq 0 ] && return
   if [ "$(id -u)" != 0 ]; then
     echo "services.sh: missing ${packages[*]}; run as root to install them" >&2

@@ -2,6 +2,12 @@
 
 Nothing is built at import time: the factory reads one `Settings` (from the environment
 when none is given) and builds the engine, sessions, broker and limiters from it.
+
+The client address (the per-address limit on failed key checks) is the connection's peer;
+X-Forwarded-For and X-Forwarded-Proto are believed only from `settings.trusted_proxies`
+(none by default), so uvicorn must be started with `--no-proxy-headers` (ntklab up,
+the local stacks, the Dockerfile and compose do). A path with a trailing slash is a 404
+problem, never a redirect built from the request's Host header.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from config.settings import Settings
 from service.api.auth import RESPONSES as AUTH_RESPONSES
@@ -23,6 +30,7 @@ from service.caps import BodySizeLimit
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
 from service.rate_limit import make_limiters
+from service.ui.routes import install_dashboard
 from service.uploads import UPLOAD_PATHS
 from store.db import make_engine, make_read_session_factory, make_session_factory
 from workers.queue import make_broker
@@ -38,7 +46,9 @@ artifacts. Errors are RFC 9457 `application/problem+json`.
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = make_engine(settings.database_url, pool_size=settings.database_pool_size)
-    app = FastAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan)
+    app = FastAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan, redirect_slashes=False,
+                  docs_url=None, redoc_url=None)
+    install_dashboard(app)
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_session_factory(engine)
@@ -53,6 +63,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, streamed=UPLOAD_PATHS)
     app.add_middleware(RequestLatency, histogram=latency)
+    if settings.trusted_proxies:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=[str(network) for network in settings.trusted_proxies])
     return app
 
 

@@ -114,6 +114,16 @@ def test_the_wheel_ships_the_migrations_and_their_configuration(wheel: Path):
     assert any(name.startswith("migrations/versions/0001_") for name in names)
 
 
+def test_the_wheel_ships_the_dashboard_and_the_api_docs_assets(wheel: Path):
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    static = "service/ui/static"
+    assert {f"{static}/index.html", f"{static}/js/main.js", f"{static}/js/views/job.js", f"{static}/theory.json",
+            f"{static}/vendor/echarts/echarts.esm.min.js", f"{static}/vendor/echarts/LICENSE",
+            f"{static}/vendor/swagger-ui/swagger-ui-bundle.js", f"{static}/vendor/redoc/redoc.standalone.js"} <= names
+
+
 def test_the_client_install_imports_no_server_part(client_bin: Path):
     probe = f"import sys, ntklab, ntklab.cli; print(sorted(m for m in {SERVER_MODULES!r} if m in sys.modules))"
     assert run([str(client_bin / "python"), "-c", probe]).stdout.strip() == "[]"

@@ -1,0 +1,183 @@
+// One job: facts and actions, live curves while it runs, kernel heatmaps and spectra, layer sensitivity,
+// the spec with copy-as-curl / SDK, artifact downloads. While the job is unfinished it re-reads GET /v1/jobs/{id}
+// every POLL_MS and the metric series only when the step or status moved.
+
+import { download, getBytes, getJson, send } from "../api.js";
+import { heatmap, lineChart, spectrumChart } from "../charts.js";
+import { duration, el, fmt, statusBadge, table } from "../dom.js";
+import { parseNpy } from "../npy.js";
+import { poll } from "../poller.js";
+import { JOB_CHARTS } from "../series.js";
+
+export const POLL_MS = 3000;
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+const MAX_SPECTRUM_N = 400;
+
+function facts(job) {
+  const p = job.progress || {};
+  const rows = [
+    ["id", job.id],
+    ["status", statusBadge(job.status)],
+    ["progress", job.status === "running" ? `${p.step ?? 0} / ${p.total ?? "?"} (${p.phase ?? "…"}), ETA ${duration(p.eta_s)}` : "—"],
+    ["device", job.device ?? "—"],
+    ["tags", job.tags.length ? job.tags.map((tag) => el("span", { class: "tag" }, tag)) : "—"],
+    ["sweep", job.sweep_id ? el("a", { href: `#/sweeps/${encodeURIComponent(job.sweep_id)}` }, job.sweep_id) : "—"],
+    ["parameters", fmt(job.parameters)],
+    ["created / finished", `${new Date(job.created_at).toLocaleString()} / ${job.finished_at ? new Date(job.finished_at).toLocaleString() : "—"}`],
+  ];
+  if (job.error) rows.push(["error", `${job.error.type}: ${job.error.message}`]);
+  return el("dl", { class: "facts" }, rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+}
+
+/** Cancel, delete and compare for the job `current()` returns; `update(job)` sets which buttons apply. */
+function actions(current, reload) {
+  const cancel = el("button", { type: "button" }, "Cancel");
+  const remove = el("button", { type: "button" }, "Delete");
+  const path = () => `/v1/jobs/${encodeURIComponent(current().id)}`;
+  const label = () => current().name || current().id;
+  cancel.addEventListener("click", async () => {
+    if (window.confirm(`Cancel job “${label()}”?`)) await send("POST", `${path()}/cancel`).catch((e) => window.alert(e.message));
+    reload();
+  });
+  remove.addEventListener("click", async () => {
+    if (!window.confirm(`Delete job “${label()}” and all its results?`)) return;
+    try {
+      await send("DELETE", path());
+      location.hash = "#/jobs";
+    } catch (error) {
+      window.alert(error.message);
+    }
+  });
+  const compare = el("a", {}, "Compare with other jobs");
+  const bar = el("p", { class: "toolbar" }, cancel, remove, compare);
+  const update = (job) => {
+    compare.href = `#/compare?jobs=${encodeURIComponent(job.id)}`;
+    cancel.disabled = FINISHED.has(job.status);
+    remove.disabled = !FINISHED.has(job.status);
+  };
+  return { bar, update };
+}
+
+/** One chart per JOB_CHARTS entry that has at least one recorded series. */
+function drawCurves(container, metrics) {
+  for (const chart of JOB_CHARTS) {
+    const series = chart.names.filter((name) => metrics[name]).map((name) => ({ name, ...metrics[name] }));
+    if (!series.length) continue;
+    const key = chart.id || chart.names[0];
+    let box = container.querySelector(`[data-chart="${key}"]`);
+    if (!box) container.append((box = el("div", { class: "chart", dataset: { chart: key }, role: "img", "aria-label": chart.title })));
+    lineChart(box, { title: chart.title, series, logY: chart.logY });
+  }
+}
+
+/** Python string literal of `text` (JSON string escapes are valid Python escapes). */
+const pythonString = (text) => JSON.stringify(text);
+
+function snippets(spec) {
+  const body = JSON.stringify(spec);
+  const origin = location.origin;
+  return {
+    curl: `curl -s -X POST ${origin}/v1/jobs -H 'Content-Type: application/json' -H "X-API-Key: $NTKLAB_API_KEY" \\\n  -d '${body.replaceAll("'", "'\\''")}'`,
+    SDK: `import json\nimport ntklab\n\nclient = ntklab.Client(${pythonString(origin)})  # NTKLAB_API_KEY from the environment\njob = client.jobs.create(json.loads(${pythonString(body)}))\nprint(client.jobs.wait(job.id).summary)`,
+  };
+}
+
+function specSection(job) {
+  const shown = el("pre", { id: "snippet", hidden: true });
+  const buttons = Object.entries(snippets(job.spec || {})).map(([kind, text]) => {
+    const button = el("button", { type: "button" }, `Copy as ${kind}`);
+    button.addEventListener("click", async () => {
+      shown.hidden = false;
+      shown.textContent = text;
+      await navigator.clipboard?.writeText(text).catch(() => {});
+    });
+    return button;
+  });
+  return el("section", {}, el("h2", {}, "Spec"), el("p", { class: "toolbar" }, buttons), shown,
+    el("pre", { id: "spec" }, JSON.stringify(job.spec, null, 2)));
+}
+
+function summaryTable(summary) {
+  return table(["name", "value"], Object.entries(summary || {}).map(([name, value]) =>
+    el("tr", {}, el("td", {}, name), el("td", { class: "num" }, typeof value === "number" ? fmt(value) : JSON.stringify(value)))));
+}
+
+/** Eigenvalues of a symmetric n×n matrix (descending), by ml-matrix's symmetric eigendecomposition. */
+function eigenvalues(data, n) {
+  const { Matrix, EigenvalueDecomposition } = window.mlMatrix;
+  const rows = Array.from({ length: n }, (_, i) => Array.from(data.subarray(i * n, (i + 1) * n)));
+  return new EigenvalueDecomposition(new Matrix(rows), { assumeSymmetric: true }).realEigenvalues.sort((a, b) => b - a);
+}
+
+async function showKernels(container, job, names) {
+  container.replaceChildren(el("p", { class: "muted" }, "Loading kernels…"));
+  const spectra = [];
+  const boxes = [];
+  for (const name of names) {
+    const { shape, data } = parseNpy(await getBytes(`/v1/jobs/${encodeURIComponent(job.id)}/artifacts/${encodeURIComponent(name)}`));
+    const box = el("div", { class: "chart tall", dataset: { kernel: name, shape: shape.join("×") }, role: "img", "aria-label": `heatmap of ${name}` });
+    boxes.push([box, name, data, shape[0]]);
+    if (shape[0] <= MAX_SPECTRUM_N) spectra.push({ name, values: eigenvalues(data, shape[0]) });
+  }
+  const spectrum = el("div", { class: "chart tall", dataset: { chart: "spectrum" }, role: "img", "aria-label": "kernel spectra" });
+  container.replaceChildren(el("div", { class: "charts" }, boxes.map(([box]) => box), spectrum));
+  boxes.forEach(([box, name, data, n]) => heatmap(box, { title: `${name} (${n}×${n})`, data, n }));
+  if (spectra.length) spectrumChart(spectrum, { title: "kernel eigenvalues (log axis)", spectra });
+  else spectrum.replaceChildren(el("p", { class: "muted" }, `spectra are computed here for n ≤ ${MAX_SPECTRUM_N}; the summary has λ_min and λ_max`));
+}
+
+async function sensitivityTable(job) {
+  const report = await getJson(`/v1/jobs/${encodeURIComponent(job.id)}/artifacts/layer_sensitivity.json`);
+  const rows = Object.entries(report).flatMap(([when, layers]) => layers.map((layer) =>
+    el("tr", {}, el("td", {}, when), el("td", {}, layer.layer), el("td", { class: "num" }, fmt(layer.linf)), el("td", { class: "num" }, fmt(layer.l2)))));
+  return table(["at", "layer l", "‖∂f/∂α^(l)‖_∞", "‖∂f/∂α^(l)‖₂"], rows);
+}
+
+async function results(container, job) {
+  const list = await getJson(`/v1/jobs/${encodeURIComponent(job.id)}/artifacts`);
+  const order = (name) => (name.includes("logits") ? 2 : 0) + (name.includes("final") ? 1 : 0);
+  const kernels = list.data.map((a) => a.name).filter((name) => /^kernel.*\.npy$/.test(name)).sort((a, b) => order(a) - order(b));
+  const kernelBox = el("div", { id: "kernels" });
+  const showButton = el("button", { type: "button", id: "show-kernels", disabled: !kernels.length }, "Show kernel heatmaps and spectra");
+  showButton.addEventListener("click", () => showKernels(kernelBox, job, kernels).catch((e) => kernelBox.replaceChildren(el("p", { class: "error" }, e.message))));
+  const downloads = list.data.map((artifact) => {
+    const button = el("button", { type: "button" }, "Download");
+    button.addEventListener("click", () => download(`/v1/jobs/${encodeURIComponent(job.id)}/artifacts/${encodeURIComponent(artifact.name)}`, artifact.name));
+    return el("tr", {}, el("td", {}, artifact.name), el("td", {}, artifact.media_type), el("td", { class: "num" }, artifact.size), el("td", {}, button));
+  });
+  const sections = [
+    el("section", {}, el("h2", {}, "Summary"), summaryTable(job.summary)),
+    el("section", {}, el("h2", {}, "Kernels"), el("p", {}, showButton), kernelBox),
+  ];
+  if (list.data.some((a) => a.name === "layer_sensitivity.json")) {
+    sections.push(el("section", {}, el("h2", {}, "Layer sensitivity"), await sensitivityTable(job)));
+  }
+  sections.push(el("section", {}, el("h2", {}, "Artifacts"), table(["name", "type", "bytes", ""], downloads, { id: "artifacts" })));
+  container.replaceChildren(...sections);
+}
+
+export async function render(root, { args: [id], onLeave }) {
+  const title = el("h1");
+  const factsBox = el("div");
+  const curves = el("div", { class: "charts", id: "curves" });
+  const finished = el("div");
+  let job = null;
+  let lastMoment = null;
+  const toolbar = actions(() => job, () => refresh());
+  async function refresh() {
+    job = await getJson(`/v1/jobs/${encodeURIComponent(id)}`);
+    title.textContent = job.name || job.id;
+    factsBox.replaceChildren(facts(job));
+    toolbar.update(job);
+    if (!root.contains(title)) {
+      root.append(title, factsBox, toolbar.bar, el("section", {}, el("h2", {}, "Curves"), curves), finished, specSection(job));
+    }
+    const moment = `${job.status}|${job.progress?.step}|${job.progress?.phase}`;
+    if (moment !== lastMoment) drawCurves(curves, await getJson(`/v1/jobs/${encodeURIComponent(id)}/metrics`));
+    lastMoment = moment;
+    if (!FINISHED.has(job.status)) return true;
+    await results(finished, job);
+    return false;
+  }
+  if (await refresh()) onLeave(poll(refresh, POLL_MS, { wait: true }));
+}

@@ -1,0 +1,117 @@
+// Jobs: one page of GET /v1/jobs (filters status and tag, cursor paging), re-read every few seconds while visible.
+
+import { getJson, query, send } from "../api.js";
+import { duration, el, fmt, statusBadge } from "../dom.js";
+import { poll } from "../poller.js";
+
+export const POLL_MS = 5000;
+const STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"];
+const COLUMNS = ["", "name", "status", "progress", "device", "tags", "ΔK max", "‖H‖ init → final", "final loss", "created", "actions"];
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+
+function progressText(job) {
+  const p = job.progress;
+  if (!p || job.status !== "running") return job.status === "succeeded" && job.summary ? `${fmt(job.summary.steps)} steps` : "";
+  const eta = p.eta_s === null || p.eta_s === undefined ? "" : `, ETA ${duration(p.eta_s)}`;
+  return `${p.step ?? 0} / ${p.total ?? "?"} (${p.phase ?? "…"}${eta})`;
+}
+
+/** The data cells of a job's row, in COLUMNS order (without the check box and the actions). */
+function dataCells(job) {
+  const s = job.summary || {};
+  return [
+    [el("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name || job.id)],
+    [statusBadge(job.status)],
+    [progressText(job)],
+    [job.device ?? "—"],
+    job.tags.map((tag) => el("a", { class: "tag", href: `#/jobs${query({ tag })}` }, tag)),
+    [fmt(s.delta_k_max)],
+    [s.hessian_norm_init == null && s.hessian_norm_final == null ? "—" : `${fmt(s.hessian_norm_init)} → ${fmt(s.hessian_norm_final)}`],
+    [fmt(s.final_loss)],
+    [new Date(job.created_at).toLocaleString()],
+  ];
+}
+
+async function act(job, action, refresh) {
+  const question = action === "cancel" ? `Cancel job “${job.name || job.id}”?` : `Delete job “${job.name || job.id}” and all its results?`;
+  if (!window.confirm(question)) return;
+  try {
+    if (action === "cancel") await send("POST", `/v1/jobs/${encodeURIComponent(job.id)}/cancel`);
+    else await send("DELETE", `/v1/jobs/${encodeURIComponent(job.id)}`);
+  } catch (error) {
+    window.alert(error.message);
+  }
+  await refresh();
+}
+
+function newRow(job, refresh) {
+  const row = el("tr", { dataset: { jobId: job.id } });
+  const cancel = el("button", { type: "button", class: "cancel" }, "Cancel");
+  const remove = el("button", { type: "button", class: "delete" }, "Delete");
+  cancel.addEventListener("click", () => act(row.job, "cancel", refresh));
+  remove.addEventListener("click", () => act(row.job, "delete", refresh));
+  const pick = el("input", { type: "checkbox", class: "pick", "aria-label": `select ${job.name || job.id} to compare` });
+  row.append(el("td", {}, pick), ...dataCells(job).map(() => el("td")), el("td", {}, cancel, " ", remove));
+  return row;
+}
+
+/** Fill a row in place (cells keep their elements, so focus on a button or check box survives a refresh). */
+function fillRow(row, job) {
+  row.job = job;
+  const cells = row.children;
+  dataCells(job).forEach((content, i) => cells[i + 1].replaceChildren(...content));
+  [5, 6, 7].forEach((i) => cells[i + 1].classList.add("num"));
+  row.querySelector("button.cancel").disabled = FINISHED.has(job.status);
+  row.querySelector("button.delete").disabled = !FINISHED.has(job.status);
+}
+
+function filters(params) {
+  const status = el("select", { name: "status" }, el("option", { value: "" }, "any"),
+    STATUSES.map((s) => el("option", { value: s, selected: params.get("status") === s }, s)));
+  const tag = el("input", { name: "tag", value: params.get("tag") || "", size: 16 });
+  const form = el("form", { class: "filters", role: "search" },
+    el("label", {}, "status", status), el("label", {}, "tag", tag), el("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = `#/jobs${query({ status: status.value, tag: tag.value.trim() })}`;
+  });
+  return form;
+}
+
+export async function render(root, { params, onLeave }) {
+  const body = el("tbody");
+  const rows = new Map();
+  const pager = el("p", { class: "toolbar" });
+  const compare = el("button", { type: "button" }, "Compare selected");
+  compare.addEventListener("click", () => {
+    const ids = [...body.querySelectorAll("input.pick:checked")].map((box) => box.closest("tr").dataset.jobId);
+    location.hash = `#/compare${query({ jobs: ids.join(",") })}`;
+  });
+  const filter = { status: params.get("status"), tag: params.get("tag") };
+  root.append(el("h1", {}, "Jobs"), filters(params),
+    el("table", { id: "jobs" }, el("thead", {}, el("tr", {}, COLUMNS.map((c) => el("th", { scope: "col" }, c)))), body),
+    pager, el("p", {}, compare));
+
+  async function refresh() {
+    const page = await getJson(`/v1/jobs${query({ ...filter, after: params.get("after"), limit: 20 })}`);
+    const seen = new Set(page.data.map((job) => job.id));
+    for (const [id, row] of rows) {
+      if (seen.has(id)) continue;
+      row.remove();
+      rows.delete(id);
+    }
+    page.data.forEach((job, index) => {
+      const row = rows.get(job.id) || newRow(job, refresh);
+      rows.set(job.id, row);
+      fillRow(row, job);
+      if (body.children[index] !== row) body.insertBefore(row, body.children[index] || null);
+    });
+    const signature = `${params.get("after")}|${page.next}|${page.data.length}`;
+    if (pager.dataset.signature === signature) return;
+    pager.dataset.signature = signature;
+    const first = el("a", { href: `#/jobs${query(filter)}` }, "First page");
+    const next = page.next ? el("a", { href: `#/jobs${query({ ...filter, after: page.next })}`, rel: "next" }, "Next page") : null;
+    pager.replaceChildren(page.data.length ? "" : el("span", { class: "muted" }, "No jobs."), params.get("after") ? first : "", " ", next || "");
+  }
+  onLeave(poll(refresh, POLL_MS));
+}

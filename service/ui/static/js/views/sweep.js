@@ -1,0 +1,97 @@
+// One sweep: progress of its jobs, the log–log fit plot per fit (slope, 95% interval and R² per group in the
+// legend, the theory's slope dashed where the preset states one), the fits and the jobs table. While it has
+// unfinished jobs it re-reads GET /v1/sweeps/{id} (one request) every POLL_MS.
+
+import { getJson, query } from "../api.js";
+import { fitChart } from "../charts.js";
+import { el, fmt, statusBadge, table } from "../dom.js";
+import { poll } from "../poller.js";
+
+export const POLL_MS = 5000;
+const UNFINISHED = new Set(["queued", "running"]);
+let theoryFile = null;
+
+/** {preset: {y: {group name: slope}}} from static/theory.json (the paper's predicted exponents). */
+function theory() {
+  theoryFile ||= fetch("theory.json").then((r) => r.json());
+  return theoryFile;
+}
+
+const groupName = (group) => Object.values(group).map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(", ") || "all";
+
+function theorySlope(slopes, sweep, fit) {
+  const preset = sweep.tags.find((tag) => slopes[tag]);
+  return preset ? slopes[preset][fit.y]?.[groupName(fit.group)] : undefined;
+}
+
+function legend(fit) {
+  const interval = fit.slope_low === null ? "" : ` [${fmt(fit.slope_low)}, ${fmt(fit.slope_high)}]`;
+  return `${groupName(fit.group)}: slope ${fmt(fit.slope)}${interval}, R² ${fmt(fit.r_squared)}`;
+}
+
+function drawFits(container, sweep, slopes) {
+  const byAxes = new Map();
+  for (const fit of sweep.fits) {
+    const key = `${fit.y} vs ${fit.x}`;
+    byAxes.set(key, [...(byAxes.get(key) || []), fit]);
+  }
+  for (const [key, fits] of byAxes) {
+    let box = container.querySelector(`[data-fit="${CSS.escape(key)}"]`);
+    if (!box) container.append((box = el("div", { class: "chart tall", dataset: { fit: key }, role: "img", "aria-label": `log–log fit of ${key}` })));
+    fitChart(box, {
+      title: `${key} (log–log)`, xName: fits[0].x, yName: fits[0].y,
+      groups: fits.map((fit) => {
+        const slope = theorySlope(slopes, sweep, fit);
+        return { ...fit, label: legend(fit), theory: slope, theoryLabel: `${groupName(fit.group)}: theory slope ${slope}` };
+      }),
+    });
+  }
+}
+
+function fitTable(sweep, slopes) {
+  const rows = sweep.fits.map((fit) => el("tr", {},
+    el("td", {}, fit.y), el("td", {}, fit.x), el("td", {}, groupName(fit.group)),
+    el("td", { class: "num fit-slope", dataset: { y: fit.y, group: groupName(fit.group) } }, fmt(fit.slope)),
+    el("td", { class: "num" }, fit.slope_low === null ? "—" : `${fmt(fit.slope_low)} … ${fmt(fit.slope_high)}`),
+    el("td", { class: "num" }, fmt(fit.r_squared)), el("td", { class: "num" }, fit.points.length),
+    el("td", { class: "num" }, fmt(theorySlope(slopes, sweep, fit) ?? null)), el("td", {}, fit.verdict)));
+  return table(["y", "x", "group", "slope", "95% interval", "R²", "points", "theory", "verdict"], rows, { id: "fits" });
+}
+
+function jobsTable(sweep) {
+  const paths = Object.keys(sweep.table[0]?.values || {});
+  const ys = [...new Set(sweep.fits.map((fit) => fit.y))];
+  const rows = sweep.table.map((row) => el("tr", {},
+    el("td", {}, el("a", { href: `#/jobs/${encodeURIComponent(row.job_id)}` }, row.job_id)), el("td", {}, statusBadge(row.status)),
+    paths.map((path) => el("td", {}, JSON.stringify(row.values[path]))),
+    ys.map((y) => el("td", { class: "num" }, fmt(row.summary[y] ?? null)))));
+  return table(["job", "status", ...paths, ...ys], rows, { id: "sweep-jobs" });
+}
+
+function progressLine(sweep) {
+  const done = (sweep.counts.succeeded || 0) + (sweep.counts.failed || 0) + (sweep.counts.cancelled || 0);
+  const counts = Object.entries(sweep.counts).filter(([, n]) => n).map(([status, n]) => `${n} ${status}`).join(", ");
+  return el("p", {}, statusBadge(sweep.status), " ", el("progress", { value: done, max: sweep.total, "aria-label": "jobs finished" }),
+    ` ${done} / ${sweep.total} finished (${counts})`);
+}
+
+export async function render(root, { args: [id], params, onLeave }) {
+  const slopes = await theory();
+  const head = el("div");
+  const charts = el("div", { class: "charts", id: "fit-charts" });
+  const fits = el("div");
+  const jobs = el("div");
+  async function refresh() {
+    const sweep = await getJson(`/v1/sweeps/${encodeURIComponent(id)}${query({ limit: 200, after: params.get("after") })}`);
+    head.replaceChildren(el("h1", {}, sweep.name || sweep.id), progressLine(sweep), el("p", { class: "toolbar" },
+      el("a", { href: `#/compare${query({ sweep: sweep.id, series: "delta_k" })}` }, "Overlay its ΔK(t) curves"),
+      sweep.tags.map((tag) => el("a", { class: "tag", href: `#/jobs${query({ tag })}` }, tag)),
+      sweep.next ? el("a", { href: `#/sweeps/${encodeURIComponent(id)}${query({ after: sweep.next })}` }, "Next rows") : ""));
+    drawFits(charts, sweep, slopes);
+    fits.replaceChildren(el("h2", {}, "Fits"), fitTable(sweep, slopes));
+    jobs.replaceChildren(el("h2", {}, "Jobs"), jobsTable(sweep));
+    return UNFINISHED.has(sweep.status);
+  }
+  root.append(head, charts, fits, jobs);
+  if (await refresh()) onLeave(poll(refresh, POLL_MS, { wait: true }));
+}

@@ -1,0 +1,135 @@
+"""The dashboard in a real headless Chromium against a live stack (API + worker, PostgreSQL + Redis, auth on).
+
+One module-scoped stack and browser; each test opens its own browser context (its own sessionStorage, so
+it is asked for its API key once). Everything the page shows comes from the public /v1 API.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import httpx
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
+
+WATCH_MS = 240_000  # generous: the suite's other stacks may share the cores
+# 8000 full-batch steps with the kernel every 160 steps (50 points): about 10 s of `running` on a quiet machine,
+# so the job page (polling every 3 s) sees ΔK(t) grow at least once before the job ends (the test stack flushes
+# metrics every 0.2 s).
+LIVE_JOB = {
+    "name": "dashboard-live", "tags": ["ui-live"],
+    "model": {"hidden": [64], "output_activation": "swish"},
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 12}},
+    "training": {"max_steps": 8000, "target_loss": None, "lr": 0.05},
+    "diagnostics": {"kernel": {"schedule": "every", "every": 160}, "hessian": {"at": ["init", "final"], "top_k": 1, "probe_points": 2},
+                    "layer_sensitivity": True, "save_kernels": ["init", "final"]},
+}
+QUICK_JOB = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
+             "training": {"max_steps": 2}}
+HOSTILE_NAME = "<script>alert(1)</script>"
+HOSTILE_TAG = "<img src=x onerror=alert(2)>"
+
+
+def row(page, job_id: str):
+    return page.locator(f'#jobs tr[data-job-id="{job_id}"]')
+
+
+def sdk_spec(snippet: str) -> dict:
+    """The spec in a "Copy as SDK" snippet: the string literal passed to json.loads, parsed (nothing is run)."""
+    call = next(node for node in ast.walk(ast.parse(snippet))
+                if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.loads")
+    return json.loads(ast.literal_eval(call.args[0]))
+
+
+def points(page, selector: str) -> int:
+    return int(page.locator(selector).get_attribute("data-points") or 0)
+
+
+def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for, alice, keys):
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/jobs")
+    job = alice.jobs.create(LIVE_JOB)
+
+    expect(row(page, job.id).locator("[data-status]")).to_have_attribute("data-status", "running", timeout=WATCH_MS)
+    row(page, job.id).get_by_role("link", name="dashboard-live").click()
+    delta_k = page.locator('#curves [data-chart="delta_k"]')
+    delta_k.wait_for(timeout=WATCH_MS)
+    seen = points(page, '#curves [data-chart="delta_k"]')
+    page.wait_for_function(
+        "([seen]) => +document.querySelector('#curves [data-chart=\"delta_k\"]').dataset.points > seen"
+        " && document.querySelector('dd [data-status]').dataset.status === 'running'", arg=[seen], timeout=WATCH_MS)
+
+    expect(page.locator("dd [data-status]")).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
+    final = httpx.get(f"{tab.url}/v1/jobs/{job.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": tab.key}).json()
+    expected = sum(sum(v is not None for v in series["value"]) for series in final.values())
+    expect(delta_k).to_have_attribute("data-points", str(expected))
+    page.get_by_role("button", name="Copy as SDK").click()
+    assert sdk_spec(page.locator("#snippet").inner_text()) == alice.jobs.retrieve(job.id).spec
+    page.click("#show-kernels")
+    heatmap = page.locator('#kernels [data-kernel="kernel_init.npy"]')
+    size = LIVE_JOB["data"]["probe"]["n"] * job.spec["model"]["output_dim"]  # K is (n·O)×(n·O)
+    expect(heatmap).to_have_attribute("data-shape", f"{size}×{size}", timeout=WATCH_MS)
+    expect(heatmap).to_have_attribute("data-points", str(size * size))
+    expect(heatmap.locator("canvas").first).to_be_visible()
+    expect(page.locator('#kernels [data-chart="spectrum"]')).not_to_have_attribute("data-points", "0")
+    tab.screenshot("job")
+
+    page.goto(f"{tab.url}/ui/#/jobs")
+    expect(row(page, job.id).locator("[data-status]")).to_have_attribute("data-status", "succeeded")
+    assert tab.errors == []
+
+
+def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, alice, keys):
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/sweeps")
+    form = page.locator('form.launch[data-preset="param-check"]')
+    form.locator("select").select_option("smoke")
+    form.get_by_role("button", name="Launch").click()
+    page.wait_for_url(re.compile(r".*#/sweeps/swp_.*"))
+    sweep_id = page.url.rsplit("/", 1)[1]
+    curves = alice.presets.run("fig1-time", scale="smoke")  # ΔK(t) of three heads, to overlay below
+
+    expect(page.locator("main [data-status]").first).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
+    fits = alice.sweeps.retrieve(sweep_id).fits
+    ntk = next(f for f in fits if f["y"] == "hessian_kernel_ratio_init" and f["group"] == {"model.parameterization": "ntk"})
+    slope = page.locator('#fits td.fit-slope[data-y="hessian_kernel_ratio_init"][data-group="ntk"]')
+    assert float(slope.inner_text()) == pytest.approx(ntk["slope"], rel=1e-3)
+    expect(page.locator("#fit-charts [data-fit]")).to_have_count(2)
+    tab.screenshot("sweep")
+
+    alice.sweeps.wait(curves.id, progress=False)
+    page.goto(f"{tab.url}/ui/#/compare?sweep={curves.id}&series=delta_k")
+    overlay = alice.sweeps.retrieve(curves.id).table
+    expected = sum(int(np.isfinite(alice.jobs.metrics(row.job_id, names=["delta_k"])["delta_k"].value).sum())
+                   for row in overlay)
+    expect(page.locator("#compare-chart")).to_have_attribute("data-points", str(expected), timeout=WATCH_MS)
+    tab.screenshot("compare")
+    assert tab.errors == []
+
+
+def test_another_key_sees_none_of_the_jobs_and_names_render_as_text(dashboard_for, alice, keys):
+    hostile = alice.jobs.create(QUICK_JOB | {"name": HOSTILE_NAME, "tags": [HOSTILE_TAG]})
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/jobs")
+    link = row(page, hostile.id).get_by_role("link", name=HOSTILE_NAME)
+    expect(link).to_have_text(HOSTILE_NAME)
+    expect(row(page, hostile.id).locator(".tag")).to_have_text(HOSTILE_TAG)
+    expect(page.locator("#jobs script, #jobs img")).to_have_count(0)
+    tab.screenshot("jobs")
+    link.click()
+    expect(page.locator("main h1")).to_have_text(HOSTILE_NAME)
+    expect(page.locator("#spec")).to_contain_text(HOSTILE_NAME)
+    assert tab.dialogs == []
+
+    bob = dashboard_for(keys["bob"])
+    page = bob.open("/jobs")
+    expect(page.locator("#jobs tbody tr")).to_have_count(0)
+    expect(page.get_by_text("No jobs.")).to_be_visible()
+    page.goto(f"{bob.url}/ui/#/jobs/{hostile.id}")
+    expect(page.locator("main .error")).to_contain_text("no such job")
+    assert bob.dialogs == []

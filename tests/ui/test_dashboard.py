@@ -18,15 +18,23 @@ from playwright.sync_api import expect
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
 
 WATCH_MS = 240_000  # generous: the suite's other stacks may share the cores
-# 8000 full-batch steps with the kernel every 160 steps (50 points): about 10 s of `running` on a quiet machine,
-# so the job page (polling every 3 s) sees ΔK(t) grow at least once before the job ends (the test stack flushes
-# metrics every 0.2 s).
+# Watched live, then cancelled: 200 000 full-batch steps (minutes) with the kernel every 160 steps, so the job
+# page (polling every 3 s) sees ΔK(t) grow while the job runs however fast the machine is (the test stack
+# flushes metrics every 0.2 s).
 LIVE_JOB = {
     "name": "dashboard-live", "tags": ["ui-live"],
     "model": {"hidden": [64], "output_activation": "swish"},
     "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 12}},
-    "training": {"max_steps": 8000, "target_loss": None, "lr": 0.05},
-    "diagnostics": {"kernel": {"schedule": "every", "every": 160}, "hessian": {"at": ["init", "final"], "top_k": 1, "probe_points": 2},
+    "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.05},
+    "diagnostics": {"kernel": {"schedule": "every", "every": 160}},
+}
+# Finished, then inspected: its curves, spec, kernels and spectra.
+DONE_JOB = {
+    "name": "dashboard-done", "tags": ["ui-live"],
+    "model": {"hidden": [64], "output_activation": "swish"},
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 12}},
+    "training": {"max_steps": 400, "target_loss": None, "lr": 0.05},
+    "diagnostics": {"kernel": {"schedule": "every", "every": 40}, "hessian": {"at": ["init", "final"], "top_k": 1, "probe_points": 2},
                     "layer_sensitivity": True, "save_kernels": ["init", "final"]},
 }
 QUICK_JOB = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
@@ -63,16 +71,21 @@ def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for
     page.wait_for_function(
         "([seen]) => +document.querySelector('#curves [data-chart=\"delta_k\"]').dataset.points > seen"
         " && document.querySelector('dd [data-status]').dataset.status === 'running'", arg=[seen], timeout=WATCH_MS)
+    alice.jobs.cancel(job.id)
+    expect(page.locator("dd [data-status]")).to_have_attribute("data-status", "cancelled", timeout=WATCH_MS)
 
-    expect(page.locator("dd [data-status]")).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
-    final = httpx.get(f"{tab.url}/v1/jobs/{job.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": tab.key}).json()
+    done = alice.jobs.wait(alice.jobs.create(DONE_JOB).id, timeout=WATCH_MS / 1000, progress=False)
+    assert done.status == "succeeded", done.error
+    page.goto(f"{tab.url}/ui/#/jobs/{done.id}")
+    delta_k = page.locator('#curves [data-chart="delta_k"]')
+    final = httpx.get(f"{tab.url}/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": tab.key}).json()
     expected = sum(sum(v is not None for v in series["value"]) for series in final.values())
-    expect(delta_k).to_have_attribute("data-points", str(expected))
+    expect(delta_k).to_have_attribute("data-points", str(expected), timeout=WATCH_MS)
     page.get_by_role("button", name="Copy as SDK").click()
-    assert sdk_spec(page.locator("#snippet").inner_text()) == alice.jobs.retrieve(job.id).spec
+    assert sdk_spec(page.locator("#snippet").inner_text()) == alice.jobs.retrieve(done.id).spec
     page.click("#show-kernels")
     heatmap = page.locator('#kernels [data-kernel="kernel_init.npy"]')
-    size = LIVE_JOB["data"]["probe"]["n"] * job.spec["model"]["output_dim"]  # K is (n·O)×(n·O)
+    size = DONE_JOB["data"]["probe"]["n"] * done.spec["model"]["output_dim"]  # K is (n·O)×(n·O)
     expect(heatmap).to_have_attribute("data-shape", f"{size}×{size}", timeout=WATCH_MS)
     expect(heatmap).to_have_attribute("data-points", str(size * size))
     expect(heatmap.locator("canvas").first).to_be_visible()
@@ -80,7 +93,8 @@ def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for
     tab.screenshot("job")
 
     page.goto(f"{tab.url}/ui/#/jobs")
-    expect(row(page, job.id).locator("[data-status]")).to_have_attribute("data-status", "succeeded")
+    expect(row(page, job.id).locator("[data-status]")).to_have_attribute("data-status", "cancelled")
+    expect(row(page, done.id).locator("[data-status]")).to_have_attribute("data-status", "succeeded")
     assert tab.errors == []
 
 

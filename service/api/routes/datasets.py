@@ -11,16 +11,17 @@ from starlette.concurrency import run_in_threadpool
 
 from api_schemas import problems as types
 from api_schemas.base import MAX_NAME_LENGTH, text_problem
-from api_schemas.problems import FieldError, Problem
+from api_schemas.problems import Problem
 from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
 from config.settings import Settings
+from service.api import paging
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import as_utc
 from service.array_upload import CheckedDataset, check_dataset
 from service.problems import ProblemError
 from service.uploads import Received, invalid, receive, temporary_folder
-from store import jobs_repo, models, uploads_repo
+from store import models, uploads_repo
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
@@ -121,13 +122,9 @@ def delete_dataset(dataset_id: str, session: SessionDep, scope: ScopeDep) -> Res
 
 
 def page(session, table, scope: str | None, settings: Settings, limit: int, after: str | None):
-    if limit > settings.max_page_size:
-        raise _invalid_query("limit", f"at most {settings.max_page_size} per page", limit)
-    before_seq = None
-    if after is not None and (before_seq := jobs_repo.decode_cursor(after)) is None:
-        raise _invalid_query("after", "not a cursor this API gave out; pass the `next` of a page", after)
-    rows, has_more = uploads_repo.list_page(session, table, scope, limit, before_seq)
-    return rows, has_more, jobs_repo.encode_cursor(rows[-1].seq) if has_more else None
+    limit = paging.checked_limit(limit, settings, table.__tablename__)
+    rows, has_more = uploads_repo.list_page(session, table, scope, limit, paging.after_seq(after))
+    return rows, has_more, paging.next_cursor(rows, has_more)
 
 
 def owned(session, table, scope: str | None, upload_id: str, what: str):
@@ -203,11 +200,4 @@ def dataset_resource(row: models.Dataset, hashes: dict[str, str]) -> Dataset:
         y=ArrayInfo(shape=row.y_shape, dtype=row.y_dtype, sha256=hashes.get(row.y_blob_id, "")),
         size=row.size,
         created_at=as_utc(row.created_at),
-    )
-
-
-def _invalid_query(field: str, message: str, value) -> ProblemError:
-    return ProblemError(
-        422, f"{field}: {message}", type=types.VALIDATION, title="Request failed validation",
-        errors=[FieldError(field=field, message=message, value=value)],
     )

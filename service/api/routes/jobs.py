@@ -11,12 +11,13 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from sqlalchemy.exc import IntegrityError
 
 from api_schemas import problems as types
-from api_schemas.problems import FieldError, Problem
+from api_schemas.problems import Problem
 from api_schemas.estimate import estimate_job
 from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobEstimate, JobPage, JobStatus, Progress, Series
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from service import quota
+from service.api import paging
 from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.caps import check_spec_caps
@@ -132,18 +133,14 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = DEFAULT_PAGE_SIZE,
     after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
 ) -> JobPage:
-    if limit > settings.max_page_size:
-        raise _invalid("limit", f"at most {settings.max_page_size} jobs per page", settings.max_page_size, limit)
-    before_seq = None
-    if after is not None and (before_seq := jobs_repo.decode_cursor(after)) is None:
-        raise _invalid("after", "not a cursor this API gave out; pass the `next` of a page", value=after)
+    limit = paging.checked_limit(limit, settings, "jobs")
     where = jobs_repo.JobFilter(statuses=tuple(status or ()), tag=tag, sweep_id=sweep_id)
-    jobs, has_more = jobs_repo.list_page(session, scope, where, limit, before_seq)
+    jobs, has_more = jobs_repo.list_page(session, scope, where, limit, paging.after_seq(after))
     tags = jobs_repo.tags_of(session, [job.id for job in jobs])
     return JobPage(
         data=[job_resource(job, tags[job.id], with_spec=False) for job in jobs],
         has_more=has_more,
-        next=jobs_repo.encode_cursor(jobs[-1].seq) if has_more else None,
+        next=paging.next_cursor(jobs, has_more),
     )
 
 
@@ -338,13 +335,3 @@ def _publish(broker: Broker, job_id: str) -> None:
         broker.enqueue(job_id)
     except Exception as error:
         log.warning("job %s stored but not published yet (the reaper retries): %s", job_id, error)
-
-
-def _invalid(field: str, message: str, limit: int | None = None, value: int | str | None = None) -> ProblemError:
-    return ProblemError(
-        422,
-        f"{field}: {message}",
-        type=types.VALIDATION,
-        title="Request failed validation",
-        errors=[FieldError(field=field, message=message, limit=limit, value=value)],
-    )

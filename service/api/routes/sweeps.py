@@ -34,6 +34,7 @@ from api_schemas.problems import FieldError
 from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSpec
 from config.settings import Settings
 from service import quota
+from service.api import paging
 from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import PROBLEM, as_utc
@@ -42,7 +43,7 @@ from service.grid import GridError, GridPoint, SweepBase, grid_points, grid_size
 from service.idempotency import HEADER, check_key, compact_json, digest, refuse_reuse, sweep_job_hash
 from service.problems import ProblemError
 from service.uploads import resolve_uploads
-from store import jobs_repo, models, sweeps_repo
+from store import models, sweeps_repo
 from store.sweep_specs import patch_between
 from store.sweeps_repo import NewJob
 from workers.queue import Broker
@@ -94,7 +95,7 @@ def retrieve_sweep(
     after: Annotated[str | None, Query(max_length=64, description="the `next` of the previous page")] = None,
 ) -> Response:
     sweep = _owned_sweep(session, scope, sweep_id)
-    return _sweep_response(session, sweep, _page_size(limit, settings), _after_seq(after))
+    return _sweep_response(session, sweep, _page_size(limit, settings), paging.after_seq(after))
 
 
 @router.post("/{sweep_id}/cancel", status_code=202, response_model=Sweep, responses=NOT_FOUND, summary="Cancel a sweep")
@@ -270,7 +271,7 @@ def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | No
         table=[{"job_id": row.job_id, "status": row.status, "values": row.values, "summary": row.summary}
                for row in sweep_table.table(sweep.spec, page)],
         has_more=has_more,
-        next=jobs_repo.encode_cursor(page[-1].seq) if has_more else None,
+        next=paging.next_cursor(page, has_more),
         fits=_fit_results(session, sweep),
     )
     return resource.model_copy(update={"spec": sweep.spec})
@@ -288,24 +289,7 @@ def _succeeded_rows(session, sweep: models.Sweep) -> list[sweep_table.SweepRow]:
 
 
 def _page_size(limit: int | None, settings: Settings) -> int:
-    if limit is None:
-        return settings.max_page_size
-    if limit > settings.max_page_size:
-        message = f"at most {settings.max_page_size} rows per page"
-        raise ProblemError(422, f"limit: {message}", type=types.VALIDATION, title="Request failed validation",
-                           errors=[FieldError(field="limit", message=message, limit=settings.max_page_size, value=limit)])
-    return limit
-
-
-def _after_seq(after: str | None) -> int | None:
-    if after is None:
-        return None
-    seq = jobs_repo.decode_cursor(after)
-    if seq is None:
-        message = "not a cursor this API gave out; pass the `next` of a page"
-        raise ProblemError(422, f"after: {message}", type=types.VALIDATION, title="Request failed validation",
-                           errors=[FieldError(field="after", message=message, value=after)])
-    return seq
+    return settings.max_page_size if limit is None else paging.checked_limit(limit, settings, "rows")
 
 
 def _plotted_fit(sweep: models.Sweep, x: str | None, y: str | None) -> FitSpec:

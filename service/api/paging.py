@@ -1,8 +1,9 @@
 """Cursor paging, shared by every list (jobs, a sweep's table, data sets, models).
 
 A page holds at most `settings.max_page_size` rows; `after` is the `next` cursor of the
-previous page (store/jobs_repo.py encodes a row's seq). A page size over the cap, or a
-cursor this API did not give out, is a 422 problem naming `limit` or `after`.
+previous page (store/jobs_repo.py encodes a row's seq). A page size over the cap is a 422
+problem naming `limit`; a cursor this API did not give out — one that does not decode, or
+names a seq outside the column's range 1…2³¹−1 — is a 400 problem naming `after`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def after_seq(after: str | None) -> int | None:
         return None
     seq = jobs_repo.decode_cursor(after)
     if seq is None:
-        raise invalid("after", NOT_A_CURSOR, after)
+        raise invalid("after", NOT_A_CURSOR, after, status=400)
     return seq
 
 
@@ -38,6 +39,6 @@ def next_cursor(rows: list, has_more: bool) -> str | None:
     return jobs_repo.encode_cursor(rows[-1].seq) if has_more else None
 
 
-def invalid(field: str, message: str, value: int | str, limit: int | None = None) -> ProblemError:
-    return ProblemError(422, f"{field}: {message}", type=types.VALIDATION, title="Request failed validation",
+def invalid(field: str, message: str, value: int | str, limit: int | None = None, *, status: int = 422) -> ProblemError:
+    return ProblemError(status, f"{field}: {message}", type=types.VALIDATION, title="Request failed validation",
                         errors=[FieldError(field=field, message=message, limit=limit, value=value)])

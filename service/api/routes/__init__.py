@@ -28,7 +28,7 @@ from service.problems import ProblemError
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 SHARED_PROBLEMS = {
-    400: {**PROBLEM, "description": "malformed JSON body, or a NUL character in the URL"},
+    400: {**PROBLEM, "description": "malformed JSON body, a NUL character in the URL, or a cursor this API did not give out"},
     503: {**PROBLEM, "description": "the database is unreachable; retry after Retry-After seconds"},
 }
 INPUT_PROBLEMS = {422: {**PROBLEM, "description": "a parameter or the body failed validation; `errors` names each field"}}

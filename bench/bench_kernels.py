@@ -34,7 +34,8 @@ import torch
 
 from api_schemas.architecture import count_parameters
 from api_schemas.spec import ModelSpec
-from workers.engine.hessian import _hvp_operator, _PointFunction, lanczos_top_eigenvalues
+from workers.engine.batched_hvp import BatchedHVP, FlatModel
+from workers.engine.lanczos import lanczos_top_eigenvalues
 from workers.engine.nets import build_network
 from workers.engine.ntk import tangent_kernel
 
@@ -217,12 +218,13 @@ def lanczos_table(args) -> None:
         x = torch.randn(points, *shape, generator=torch.Generator().manual_seed(1))
         worst_needed, errors_20, errors_40, seconds = 0, [], [], []
         for i in range(points):
-            f = _PointFunction(net, x[i], 0, "outputs")
-            matvec = _hvp_operator(f)
+            f = FlatModel(net, "outputs")
+            hvp, unit = BatchedHVP(f, max_batch=1), torch.eye(net.output_dim)[:1]
+            matvec = lambda v: hvp.products(x[i : i + 1], unit, v[None])[0]  # noqa: E731
             history = []
             for k in steps:
                 start = time.perf_counter()
-                top = lanczos_top_eigenvalues(matvec, f.w.numel(), iterations=k, dtype=f.w.dtype, device="cpu",
+                top = lanczos_top_eigenvalues(matvec, f.dim, iterations=k, dtype=f.w.dtype, device="cpu",
                                               generator=torch.Generator().manual_seed(0))
                 seconds.append((time.perf_counter() - start) / k)
                 history.append(abs(top[0]))

@@ -11,6 +11,7 @@ owners (store/fairness.py), so each message still leads to at most one claim.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -110,17 +111,22 @@ class JobStore:
 
     @retry_patiently
     def finish(
-        self, claim: Claim, status: str, *, summary: dict | None = None, error: dict | None = None,
-        chunks: list[ChunkRow] = (), replace_series: tuple[str, ...] = (), artifacts: dict | None = None,
-        progress: dict | None = None,
+        self, claim: Claim, status: str, *, summary: dict | Callable[[float], dict] | None = None,
+        error: dict | None = None, chunks: list[ChunkRow] = (), replace_series: tuple[str, ...] = (),
+        artifacts: dict | None = None, progress: dict | None = None,
     ) -> None:
-        """Store the outcome, the last progress and the final status; raises LostJob if the row is not ours."""
+        """Store the outcome, the last progress and the final status; raises LostJob if the row is not ours.
+
+        A callable summary is called with the seconds this transaction spent writing the chunks and
+        artifacts, and what it returns is stored, in the same transaction (a job's timings.storage)."""
         now = utcnow()
         with self.sessions.begin() as session:
             phase = (progress or {}) | {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
+            writing = time.perf_counter()
             taken = session.execute(
                 update(Job).where(*_owned(claim.job_id, claim.attempt))
-                .values(status=status, summary=summary, error=error, finished_at=now, heartbeat_at=now, **phase)
+                .values(status=status, summary=None if callable(summary) else summary, error=error,
+                        finished_at=now, heartbeat_at=now, **phase)
             ).rowcount
             if not taken:
                 raise LostJob(claim.job_id)
@@ -135,6 +141,9 @@ class JobStore:
                         job_id=claim.job_id, name=name, media_type=media_type, size=len(data), data=data, created_at=now
                     )
                 )
+            if callable(summary):
+                timed = summary(time.perf_counter() - writing)
+                session.execute(update(Job).where(Job.id == claim.job_id).values(summary=timed))
 
 
     @retry_briefly

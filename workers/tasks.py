@@ -29,6 +29,7 @@ import os
 import re
 import resource
 import socket
+import time
 from functools import partial
 from pathlib import Path
 
@@ -58,14 +59,20 @@ def register(app: Celery, settings: Settings) -> Task:
 
 
 def _prepare_child(settings: Settings, **_) -> None:
-    """Pay torch's import when the child starts, not when the first job arrives; then limit its memory."""
+    """Pay torch's import when the child starts, not when the first job arrives; set its threads
+    (settings.worker_threads, resolved by workers/main.py); then limit its memory."""
+    import torch
+
     import workers.engine.run  # noqa: F401
+
+    if settings.worker_threads > 0:
+        torch.set_num_threads(settings.worker_threads)
 
     device = worker_device("auto")
     if settings.worker_memory_limit_bytes and device == "cpu":
         limit = limit_memory(settings.worker_memory_limit_bytes)
         log.info("worker process memory limited to %s (RLIMIT_DATA)", format_bytes(limit))
-    log.info("worker process ready: engine imported, device %s", device)
+    log.info("worker process ready: engine imported, device %s, %d torch threads", device, torch.get_num_threads())
 
 
 def limit_memory(extra_bytes: int) -> int:
@@ -182,12 +189,28 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
             status, error = "failed", describe_failure(exc)
     if reporter.lost:
         raise LostJob(claim.job_id)
+    storing = time.perf_counter()
     rows, replace = final_rows(reporter.series, result.series if result else {})
     summary, artifacts = (None, {}) if result is None else stored_outcome(result, settings.max_artifact_bytes)
+    timed_summary = None if summary is None else partial(with_storage_time, summary, time.perf_counter() - storing)
     store.finish(
-        claim, status, summary=summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
+        claim, status, summary=timed_summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
         progress=reporter.last_progress(),
     )
+
+
+def with_storage_time(summary: dict, prepared_s: float, written_s: float) -> dict:
+    """The summary with the worker's part of storing (preparing the rows, then writing them) added to
+    timings.storage and to wall_time_s; the engine timed its own part (serialising the artifacts)."""
+    seconds = prepared_s + written_s
+    timings = summary.get("timings")
+    if not isinstance(timings, dict):
+        return summary
+    wall = summary.get("wall_time_s")
+    return summary | {
+        "timings": timings | {"storage": round(timings.get("storage", 0.0) + seconds, 4)},
+        "wall_time_s": wall + seconds if isinstance(wall, (int, float)) else wall,
+    }
 
 
 def read_uploads(store: JobStore, job_id: str, spec: JobSpec):
@@ -305,10 +328,14 @@ def final_rows(buffer: SeriesBuffer, series: dict) -> tuple[list[ChunkRow], tupl
 
 
 def stored_outcome(result, max_artifact_bytes: int) -> tuple[dict, dict[str, tuple[str, bytes]]]:
-    """The summary and the artifacts under the size cap; a skipped artifact is named in the summary."""
+    """The summary and the artifacts under the size cap; a skipped artifact is named in the summary.
+
+    The run's warnings are stored inside the summary, under STORED_KEY (api_schemas/run_warnings.py)."""
+    from api_schemas.run_warnings import STORED_KEY
     from workers.engine.result import finite_or_none
 
     summary = {name: finite_or_none(value) for name, value in result.summary.items()}
+    summary[STORED_KEY] = [warning.model_dump(mode="json") for warning in result.warnings]
     artifacts, skipped = {}, []
     for name, artifact in result.artifacts.items():
         if len(artifact.data) > max_artifact_bytes:

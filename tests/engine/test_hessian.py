@@ -4,7 +4,8 @@ from torch.func import functional_call, hessian
 
 from api_schemas.spec import ModelSpec
 from workers.engine.activations import apply_head
-from workers.engine.hessian import hessian_vector_product, lanczos_top_eigenvalues, model_hessian
+from workers.engine.hessian import hessian_vector_product, model_hessian
+from workers.engine.lanczos import lanczos_top_eigenvalues
 from workers.engine.nets import build_network, trainable_parameters
 
 TINY = {
@@ -34,10 +35,13 @@ def top_by_magnitude(eigenvalues, k):
 
 @pytest.mark.parametrize("name", list(TINY))
 @pytest.mark.parametrize("of", ["outputs", "logits"])
-def test_lanczos_top3_matches_dense_hessian_eigenvalues(name, of):
+@pytest.mark.parametrize("method", ["lanczos", "dense"])
+def test_top3_matches_dense_hessian_eigenvalues(name, of, method):
     net = build_network(ModelSpec(**TINY[name]), (3,), seed=0, dtype=torch.float64)
     x = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    report = model_hessian(net, x, of=of, top_k=3, iterations=200)
+    p = sum(t.numel() for t in trainable_parameters(net).values())
+    report = model_hessian(net, x, of=of, top_k=3, iterations=p - 1 if method == "lanczos" else 200)
+    assert {m for row in report.methods for m in row} == {method}
     for i in range(2):
         for a in range(net.output_dim):
             f, w = flat_point_function(net, x[i], a, of)
@@ -74,6 +78,6 @@ def test_hvp_matches_central_finite_differences_of_the_gradient(name):
 
 def test_relu_net_with_linear_head_has_a_hessian_of_only_cross_terms():
     net = build_network(ModelSpec(hidden=[8], output_dim=1, bias=False), (2,), seed=0, dtype=torch.float64)
-    report = model_hessian(net, torch.randn(1, 2, dtype=torch.float64), top_k=2, iterations=40)
+    report = model_hessian(net, torch.randn(1, 2, dtype=torch.float64), top_k=2, iterations=20)  # p = 24: Lanczos
     largest, second = report.eigenvalues[0][0]
     assert largest == pytest.approx(-second, rel=1e-8)

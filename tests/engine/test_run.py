@@ -89,7 +89,7 @@ def test_series_follow_the_schedule_and_stream_to_callbacks(swish_run):
     streamed = {(n, s, v) for n, s, v in callbacks.metrics}
     recorded = {(n, s, v) for n, series in result.series.items() for s, v in zip(series.steps, series.values)}
     assert streamed == recorded and len(callbacks.metrics) == len(recorded)
-    assert callbacks.phases[:2] == ["data", "init"] and callbacks.phases[-1] == "final"
+    assert callbacks.phases[:3] == ["data", "build", "kernel"] and callbacks.phases[-1] == "storage"
     assert callbacks.phases.count("train") == 61
 
 

@@ -31,7 +31,7 @@ CAPS = {
     "max_steps": 100,
     "max_inline_values": 20,
     "max_kernel_entries": 1600,
-    "max_lanczos_entries": 10_000,
+    "max_lanczos_entries": 100 * 192,  # the default 100 Lanczos steps on small()'s 192 parameters, exactly
 }
 
 
@@ -74,7 +74,7 @@ def small(**parts) -> dict:
         (small(training={"max_steps": 101}), "training.max_steps", 100, 101),
         (small(data={"kind": "inline", "x": [[0.0] * 3] * 5, "y": [[0.0] * 2] * 5, "probe": {"n": 2}}), "data", 20, 25),
         (small(data=GAUSSIAN | {"classes": 8, "probe": {"n": 8}}), "data.probe.n", 1600, 4096),
-        (small(diagnostics={"hessian": {"iterations": 64}}), "diagnostics.hessian.iterations", 10_000, 64 * 192),
+        (small(diagnostics={"hessian": {"iterations": 101}}), "diagnostics.hessian.iterations", 100 * 192, 101 * 192),
     ],
     ids=["width", "parameters", "probe", "default-probe", "train-points", "steps", "inline-values", "kernel-entries",
          "lanczos-basis"],

@@ -14,31 +14,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call, jvp
 
-from workers.engine.activations import apply_head
-from workers.engine.nets import Network
+from workers.engine.activations import apply_head, head_of
 
 
 def linearization_errors(
-    net: Network, x: Tensor, w0: Mapping[str, Tensor], w: Mapping[str, Tensor]
+    net: nn.Module, x: Tensor, w0: Mapping[str, Tensor], w: Mapping[str, Tensor], *, logits: Tensor | None = None
 ) -> dict[str, float | None]:
     """{"logits": error of f, "outputs": error of φ(f)} at weights w, for the Taylor model around w₀.
 
     x [n, …]; w0 and w map each trainable parameter's name to its tensor (same names, same
-    shapes); the net's other parameters are used as they are.
+    shapes); the net's other parameters are used as they are. Any module: without a `head`
+    attribute its outputs are its logits (activations.head_of), and the two errors agree.
+    logits: f(w; x) [n, O] when the caller already has it (run.py's per-step forward), else one
+    forward pass here; the JVP at w₀ is always computed.
     """
     w = {name: t.detach() for name, t in w.items()}
     delta = {name: w[name] - w0[name] for name in w}
 
     def logits_and_outputs(weights: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         logits = functional_call(net, weights, (x,), strict=False)
-        return logits, apply_head(net.head, logits)
+        return logits, apply_head(head_of(net), logits)
 
     with torch.no_grad():
         (f0, phi0), (df, dphi) = jvp(logits_and_outputs, (dict(w0),), (delta,))
-        f, phi = logits_and_outputs(w)
+        f, phi = logits_and_outputs(w) if logits is None else (logits, apply_head(head_of(net), logits))
     return {"logits": relative_residual(f, f0, df), "outputs": relative_residual(phi, phi0, dphi)}
 
 

@@ -1,0 +1,74 @@
+"""A real worker process: its torch threads follow NTKLAB_WORKER_THREADS, and a job's timings include storing it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from config.settings import Settings
+from ntklab.serve import worker_env
+from tests.conftest import LiveStack
+from workers.threads import cores_per_worker, owned_cores, worker_threads
+
+JOB = {
+    "seed": 0,
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "classes": 2, "probe": {"n": 8}},
+    "model": {"hidden": [32], "output_activation": "swish"},
+    "training": {"max_steps": 100, "target_loss": None},
+    "diagnostics": {"kernel": {"points": 8}, "hessian": {"probe_points": 2}},
+    "device": "cpu",
+}
+
+
+@pytest.fixture(scope="module")
+def one_thread_stack(sqlite_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    stack = LiveStack(sqlite_stack | {"NTKLAB_WORKER_THREADS": "1"}, tmp_path_factory.mktemp("threads-logs"))
+    try:
+        stack.start_api()
+        stack.start_worker()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def finished(stack: LiveStack, job_id: str, timeout_s: float = 120) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while (job := stack.client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("succeeded", "failed", "cancelled"):
+        assert time.monotonic() < deadline, f"job {job_id} still {job['status']} after {timeout_s} s"
+        time.sleep(0.1)
+    return job
+
+
+def test_the_worker_runs_torch_on_the_threads_it_was_given_and_times_storing(one_thread_stack):
+    assert "1 torch threads" in (one_thread_stack.logs / "worker0.log").read_text()
+    answer = one_thread_stack.client.post("/v1/jobs", json=JOB)
+    assert answer.status_code == 202, answer.text
+    job = finished(one_thread_stack, answer.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    summary = job["summary"]
+    assert summary["threads"] == 1
+    timings, wall = summary["timings"], summary["wall_time_s"]
+    assert timings["storage"] > 0 and timings["hessian"] > 0 and timings["training"] > 0
+    assert sum(timings.values()) == pytest.approx(wall, rel=0.05)
+    ran = dt.datetime.fromisoformat(job["finished_at"]) - dt.datetime.fromisoformat(job["started_at"])
+    assert wall <= ran.total_seconds() + 0.5  # finished_at is stamped before the outcome is written
+
+
+def test_the_setting_wins_then_omp_num_threads_then_the_cores_owned(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert worker_threads(3) == 3
+    assert worker_threads(0) == owned_cores() <= len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert worker_threads(0) == 1 and worker_threads(5) == 5
+
+
+def test_ntklab_up_shares_the_cores_among_its_workers():
+    cores = owned_cores()
+    for workers in (1, 2, cores + 1):
+        env = worker_env(Settings(worker_threads=0), workers)
+        assert env["NTKLAB_WORKER_THREADS"] == str(max(1, cores // workers)) == str(cores_per_worker(workers))
+    assert worker_env(Settings(worker_threads=7), 2)["NTKLAB_WORKER_THREADS"] == "7"

@@ -5,10 +5,11 @@
 A PostgreSQL + Redis stack (ntklab.localstack; NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL as
 `scripts/services.sh` prints them) with auth on, `--jobs` finished jobs and one long job running.
 `--pages` headless Chromium tabs (Debian's /usr/bin/chromium) stay open for `--seconds`: half on
-the Jobs table, half on the running job's page (the costlier view: it reads the job and, when the
-step moved, its metrics). Every /v1 request they send is counted per endpoint. Then, with the job
-cancelled and the worker idle, `wrk -t1 -c16 -d8s` measures the API's capacity (requests/s) on each
-of those endpoints. The dashboard's share of the API's read capacity is
+the Jobs table, half on the running job's page (one GET /v1/jobs/{id}/updates?since_step=… per
+interval: the job and the metric points the page does not hold yet). Every /v1 request they send
+after the pages loaded is counted per endpoint. Then, with the job cancelled and the worker idle,
+`wrk -t1 -c16 -d8s` measures the API's capacity (requests/s) on each of those endpoints (updates
+asked for the points of the job's last 3 s of training, what one interval brings). The dashboard's share of the API's read capacity is
 Σ_endpoint (page requests/s) / (capacity requests/s). Prints a markdown table.
 """
 
@@ -36,7 +37,8 @@ LONG_JOB = {"name": "long", "model": {"hidden": [64]}, "data": {"kind": "gaussia
             "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.01},
             "diagnostics": {"kernel": {"schedule": "every", "every": 200}, "hessian": None, "save_weights": False}}
 ENDPOINTS = {"list": re.compile(r"^/v1/jobs$"), "job": re.compile(r"^/v1/jobs/[^/]+$"),
-             "metrics": re.compile(r"^/v1/jobs/[^/]+/metrics$")}
+             "metrics": re.compile(r"^/v1/jobs/[^/]+/metrics$"), "updates": re.compile(r"^/v1/jobs/[^/]+/updates$")}
+INTERVAL_S = 3.0  # the job page's polling interval (service/ui/static/js/views/job.js POLL_MS)
 
 
 def new_key(database_url: str) -> str:
@@ -107,20 +109,26 @@ def main() -> None:
             long_id = submit(client, LONG_JOB)
             wait_for(client, long_id, ("running",))
             counts = page_requests(stack.url, key, long_id, args.pages, args.seconds)
+            interval_start = client.get(f"/v1/jobs/{long_id}").json()["progress"]["step"]
+            time.sleep(INTERVAL_S)
             client.post(f"/v1/jobs/{long_id}/cancel")
             wait_for(client, long_id, ("cancelled",))
-            paths = {"list": "/v1/jobs?limit=20", "job": f"/v1/jobs/{long_id}", "metrics": f"/v1/jobs/{long_id}/metrics"}
-            capacities = {kind: capacity(stack.url, key, path) for kind, path in paths.items()}
+            paths = {"list": "/v1/jobs?limit=20", "job": f"/v1/jobs/{long_id}", "metrics": f"/v1/jobs/{long_id}/metrics",
+                     "updates": f"/v1/jobs/{long_id}/updates?since_step={interval_start}"}
+            capacities = {kind: capacity(stack.url, key, path) for kind, path in paths.items() if counts[kind]}
     print(f"{args.pages} open pages ({(args.pages + 1) // 2} Jobs tables, {args.pages // 2} running-job pages) "
           f"for {args.seconds:.0f} s; capacity by wrk -t1 -c16 -d8s, one API process, auth on\n")
     print("| endpoint | page requests/s | API capacity (requests/s) | share of capacity |")
     print("|---|---|---|---|")
     total = 0.0
     for kind, path in paths.items():
+        if kind not in capacities:
+            continue
         rate = counts[kind] / args.seconds
         share = rate / capacities[kind]
         total += share
-        print(f"| GET {path.replace(long_id, '{id}')} | {rate:.2f} | {capacities[kind]:.0f} | {100 * share:.2f} % |")
+        shown = re.sub(r"since_step=\d+", "since_step=…", path.replace(long_id, "{id}"))
+        print(f"| GET {shown} | {rate:.2f} | {capacities[kind]:.0f} | {100 * share:.2f} % |")
     print(f"| **all** | {sum(counts.values()) / args.seconds:.2f} | | **{100 * total:.2f} %** |")
 
 

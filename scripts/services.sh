@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start the servers the test suite needs: PostgreSQL (role ntklab, database ntklab_test) and
-# Redis on port 6390, plus Chromium for the browser tests. Idempotent: installs (as root, with
+# Redis on port 6390, plus Chromium and Firefox ESR for the browser tests. Idempotent: installs (as root, with
 # apt-get) only what is missing and starts only what is not answering. Prints the
 # environment lines the tests read.
 set -euo pipefail
@@ -17,8 +17,10 @@ install_missing() {
   local packages=()
   command -v redis-server >/dev/null || packages+=(redis-server)
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || packages+=(postgresql)
-  # the dashboard's browser tests (tests/ui) drive Debian's Chromium through Playwright
+  # the dashboard's browser tests (tests/ui) drive Debian's Chromium through Playwright and
+  # Debian's Firefox ESR through Marionette
   [ -x /usr/bin/chromium ] || packages+=(chromium)
+  [ -x /usr/bin/firefox-esr ] || packages+=(firefox-esr)
   [ ${#packages[@]} -eq 0 ] && return
   if [ "$(id -u)" != 0 ]; then
     echo "services.sh: missing ${packages[*]}; run as root to install them" >&2

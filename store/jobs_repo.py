@@ -173,13 +173,24 @@ def delete_finished(session: Session, scope: str | None, job_id: str) -> bool:
     return bool(deleted)
 
 
-def read_series(session: Session, job_id: str, names: Sequence[str]) -> dict[str, tuple[list, list]]:
-    """{name: (steps, values)}: each series is its chunks concatenated in chunk order; all series if no names."""
+def read_series(
+    session: Session, job_id: str, names: Sequence[str], since_step: int | None = None
+) -> dict[str, tuple[list, list]]:
+    """{name: (steps, values)}: each series is its chunks concatenated in chunk order; all series if no names.
+
+    With `since_step`, only the points whose step is greater: the chunks with last_step > since_step, a
+    range of the index (job_id, last_step), trimmed to those points; a series with none is left out.
+    """
     query = select(MetricChunk.name, MetricChunk.steps, MetricChunk.values).where(MetricChunk.job_id == job_id)
+    if since_step is not None:
+        query = query.where(MetricChunk.last_step > since_step)
     if names:
         query = query.where(MetricChunk.name.in_(names))
     series: dict[str, tuple[list, list]] = {}
     for name, steps, values in session.execute(query.order_by(MetricChunk.name, MetricChunk.chunk)):
+        if since_step is not None:
+            kept = [i for i, step in enumerate(steps) if step > since_step]
+            steps, values = [steps[i] for i in kept], [values[i] for i in kept]
         all_steps, all_values = series.setdefault(name, ([], []))
         all_steps.extend(steps)
         all_values.extend(values)

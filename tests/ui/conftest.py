@@ -61,17 +61,28 @@ def browser() -> Iterator[Browser]:
 
 
 class Dashboard:
-    """A browser tab on the dashboard signed in with one key; records dialogs and console errors."""
+    """A browser tab on the dashboard signed in with one key; records dialogs and console errors.
+
+    A confirm() or alert() is answered OK, or Cancel while `confirming` is False.
+    """
 
     def __init__(self, page: Page, url: str, key: str) -> None:
         self.page = page
         self.url = url
         self.key = key
+        self.confirming = True
         self.dialogs: list[str] = []
         self.errors: list[str] = []
-        page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.accept()))
+        page.on("dialog", self._answer)
         page.on("console", self._console)
         page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def _answer(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        if self.confirming:
+            dialog.accept()
+        else:
+            dialog.dismiss()
 
     def _console(self, message) -> None:
         """Console errors, except the 401 that tells the page auth is on (it then asks for the key)."""

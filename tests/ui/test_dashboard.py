@@ -113,8 +113,25 @@ def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, a
     ntk = next(f for f in fits if f["y"] == "hessian_kernel_ratio_init" and f["group"] == {"model.parameterization": "ntk"})
     slope = page.locator('#fits td.fit-slope[data-y="hessian_kernel_ratio_init"][data-group="ntk"]')
     assert float(slope.inner_text()) == pytest.approx(ntk["slope"], rel=1e-3)
+    theory = page.locator('#fits td.fit-theory[data-y="hessian_kernel_ratio_init"][data-group="ntk"]')
+    assert ntk["theory_slope"] is not None and float(theory.inner_text()) == ntk["theory_slope"]
     expect(page.locator("#fit-charts [data-fit]")).to_have_count(2)
     tab.screenshot("sweep")
+
+    page.goto(f"{tab.url}/ui/#/sweeps")
+    listed = page.locator(f'#sweeps tr[data-sweep-id="{sweep_id}"]')
+    expect(listed.locator("[data-status]")).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
+    stated = api_get(tab, "/v1/presets")["data"]
+    param_check = next(p for p in stated if p["name"] == "param-check")
+    expect(page.locator('#presets tr[data-preset="param-check"] .theory[data-y="hessian_kernel_ratio_init"]')).to_have_text(
+        "hessian_kernel_ratio_init: " + ", ".join(f"{g} {s:g}" for g, s in param_check["theory"]["hessian_kernel_ratio_init"].items()))
+    page.locator("#main form.filters select[name=status]").select_option("succeeded")
+    page.locator("#main form.filters").get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r".*#/sweeps\?status=succeeded$"))
+    succeeded = [s["id"] for s in api_get(tab, "/v1/sweeps?status=succeeded&limit=20")["data"]]
+    expect(page.locator("#sweeps tbody tr")).to_have_count(len(succeeded))
+    assert page.locator("#sweeps tbody tr").evaluate_all("rows => rows.map(r => r.dataset.sweepId)") == succeeded
+    tab.screenshot("sweeps")
 
     alice.sweeps.wait(curves.id, progress=False)
     page.goto(f"{tab.url}/ui/#/compare?sweep={curves.id}&series=delta_k")
@@ -147,3 +164,92 @@ def test_another_key_sees_none_of_the_jobs_and_names_render_as_text(dashboard_fo
     page.goto(f"{bob.url}/ui/#/jobs/{hostile.id}")
     expect(page.locator("main .error")).to_contain_text("no such job")
     assert bob.dialogs == []
+
+
+def api_get(tab, path: str):
+    """GET `path` from the API with the tab's key: what the page should show."""
+    answer = httpx.get(f"{tab.url}{path}", headers={"X-API-Key": tab.key})
+    answer.raise_for_status()
+    return answer.json()
+
+
+def api_status(tab, job_id: str) -> int:
+    return httpx.get(f"{tab.url}/v1/jobs/{job_id}", headers={"X-API-Key": tab.key}).status_code
+
+
+def test_cancel_and_delete_happen_only_when_confirmed(dashboard_for, alice, keys):
+    finished = alice.jobs.wait(alice.jobs.create(QUICK_JOB | {"name": "ui-delete", "tags": ["ui-actions"]}).id,
+                               timeout=WATCH_MS / 1000, progress=False)
+    running = alice.jobs.create(LIVE_JOB | {"name": "ui-cancel", "tags": ["ui-actions"]})
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/jobs?tag=ui-actions")
+    actions = []
+    page.on("request", lambda r: actions.append(f"{r.method} {r.url}") if r.method in ("POST", "DELETE") else None)
+    expect(row(page, running.id).get_by_role("button", name="Cancel")).to_be_enabled(timeout=WATCH_MS)
+    expect(row(page, finished.id).get_by_role("button", name="Cancel")).to_be_disabled()
+    expect(row(page, running.id).get_by_role("button", name="Delete")).to_be_disabled()
+
+    tab.confirming = False
+    row(page, running.id).get_by_role("button", name="Cancel").click()
+    row(page, finished.id).get_by_role("button", name="Delete").click()
+    with page.expect_response(re.compile(r".*/v1/jobs\?.*tag=ui-actions.*")):  # the table's next refresh
+        pass
+    assert tab.dialogs == ["Cancel job “ui-cancel”?", "Delete job “ui-delete” and all its results?"]
+    assert actions == []
+    assert alice.jobs.retrieve(running.id).cancel_requested is False and api_status(tab, finished.id) == 200
+    expect(row(page, finished.id)).to_have_count(1)
+
+    tab.confirming = True
+    row(page, running.id).get_by_role("button", name="Cancel").click()
+    expect(row(page, running.id).locator("[data-status]")).to_have_attribute("data-status", "cancelled", timeout=WATCH_MS)
+    assert alice.jobs.retrieve(running.id).status == "cancelled"
+    row(page, finished.id).get_by_role("button", name="Delete").click()
+    expect(row(page, finished.id)).to_have_count(0)
+    assert api_status(tab, finished.id) == 404
+    assert actions == [f"POST {tab.url}/v1/jobs/{running.id}/cancel", f"DELETE {tab.url}/v1/jobs/{finished.id}"]
+    assert tab.errors == []
+
+
+def test_the_keyboard_reaches_a_job_row_and_enter_opens_it(dashboard_for, alice, keys):
+    job = alice.jobs.create(QUICK_JOB | {"name": "ui-keyboard-job", "tags": ["ui-keyboard"]})
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/jobs?tag=ui-keyboard")
+    link = row(page, job.id).get_by_role("link", name="ui-keyboard-job")
+    link.wait_for()
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if link.evaluate("a => a === document.activeElement"):
+            break
+    else:
+        pytest.fail("Tab never reached the job's link")
+    assert link.evaluate("a => a.matches(':focus-visible') && getComputedStyle(a).outlineStyle === 'solid'")
+    assert row(page, job.id).evaluate("r => getComputedStyle(r).backgroundColor") == "rgb(238, 244, 255)"
+    with page.expect_response(re.compile(r".*/v1/jobs\?.*tag=ui-keyboard.*")):  # a refresh keeps the focus
+        pass
+    page.wait_for_timeout(100)
+    assert link.evaluate("a => a === document.activeElement")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf".*#/jobs/{job.id}$"))
+    expect(page.locator("main h1")).to_have_text("ui-keyboard-job")
+    assert tab.errors == []
+
+
+def test_the_jobs_table_pages_through_the_api_cursor(dashboard_for, alice, keys):
+    ids = [alice.jobs.create(QUICK_JOB | {"tags": ["ui-paging"]}).id for _ in range(23)]
+    newest_first = ids[::-1]
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/jobs?tag=ui-paging")
+    shown = page.locator("#jobs tbody tr")
+    expect(shown).to_have_count(20)
+    assert shown.evaluate_all("rows => rows.map(r => r.dataset.jobId)") == newest_first[:20]
+    page.get_by_role("link", name="Next page").click()
+    expect(shown).to_have_count(3)
+    assert shown.evaluate_all("rows => rows.map(r => r.dataset.jobId)") == newest_first[20:]
+    expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+    page.go_back()
+    expect(shown).to_have_count(20)
+    assert shown.evaluate_all("rows => rows.map(r => r.dataset.jobId)") == newest_first[:20]
+    page.get_by_role("link", name="Next page").click()
+    page.get_by_role("link", name="First page").click()
+    expect(shown).to_have_count(20)
+    assert tab.errors == []

@@ -1,8 +1,8 @@
 // One job: facts and actions, live curves while it runs, kernel heatmaps and spectra, layer sensitivity,
-// the spec with copy-as-curl / SDK, artifact downloads. While the job is unfinished it re-reads GET /v1/jobs/{id}
-// every POLL_MS and the metric series only when the step or status moved.
+// the spec with copy-as-curl / SDK, artifact downloads. While the job is unfinished it makes one request every
+// POLL_MS, GET /v1/jobs/{id}/updates?since_step=…: the job's row and only the metric points it does not hold yet.
 
-import { download, getBytes, getJson, send } from "../api.js";
+import { download, getBytes, getJson, query, send } from "../api.js";
 import { heatmap, lineChart, spectrumChart } from "../charts.js";
 import { duration, el, fmt, statusBadge, table } from "../dom.js";
 import { parseNpy } from "../npy.js";
@@ -156,28 +156,75 @@ async function results(container, job) {
   container.replaceChildren(...sections);
 }
 
+/** Append to `held` ({name: {step, value}}) the points of `update` each series does not hold yet; how many. */
+function merge(held, update) {
+  let added = 0;
+  for (const [name, series] of Object.entries(update)) {
+    const mine = (held[name] ||= { step: [], value: [] });
+    const last = mine.step.length ? mine.step[mine.step.length - 1] : -Infinity;
+    series.step.forEach((step, i) => {
+      if (step <= last) return;
+      mine.step.push(step);
+      mine.value.push(series.value[i]);
+      added += 1;
+    });
+  }
+  return added;
+}
+
+/**
+ * The step to ask for points after: one less than the last step held. The worker writes the points in the order
+ * they were measured, several series per step, and a write may fall between two series of the same step, so
+ * the last step held may still gain points; merge() drops the ones already held.
+ */
+function sinceStep(held) {
+  const last = Math.max(-1, ...Object.values(held).map((s) => (s.step.length ? s.step[s.step.length - 1] : -1)));
+  return last >= 1 ? last - 1 : null;
+}
+
 export async function render(root, { args: [id], onLeave }) {
+  const path = `/v1/jobs/${encodeURIComponent(id)}`;
   const title = el("h1");
   const factsBox = el("div");
   const curves = el("div", { class: "charts", id: "curves" });
   const finished = el("div");
   let job = null;
-  let lastMoment = null;
+  let held = {};
   const toolbar = actions(() => job, () => refresh());
-  async function refresh() {
-    job = await getJson(`/v1/jobs/${encodeURIComponent(id)}`);
+
+  function show(next) {
+    job = next;
     title.textContent = job.name || job.id;
     factsBox.replaceChildren(facts(job));
     toolbar.update(job);
+  }
+
+  /** The job with its spec and every point: on opening, and once when it has finished (results, final series). */
+  async function readAll() {
+    show(await getJson(path));
     if (!root.contains(title)) {
       root.append(title, factsBox, toolbar.bar, el("section", {}, el("h2", {}, "Curves"), curves), finished, specSection(job));
     }
-    const moment = `${job.status}|${job.progress?.step}|${job.progress?.phase}`;
-    if (moment !== lastMoment) drawCurves(curves, await getJson(`/v1/jobs/${encodeURIComponent(id)}/metrics`));
-    lastMoment = moment;
-    if (!FINISHED.has(job.status)) return true;
-    await results(finished, job);
-    return false;
+    held = await getJson(`${path}/metrics`);
+    drawCurves(curves, held);
+    if (FINISHED.has(job.status)) await results(finished, job);
   }
-  if (await refresh()) onLeave(poll(refresh, POLL_MS, { wait: true }));
+
+  /** One request per interval while the job is unfinished: its row and the points after the ones held. */
+  async function refresh() {
+    if (FINISHED.has(job.status)) return false;
+    const update = await getJson(`${path}/updates${query({ since_step: sinceStep(held) })}`);
+    // Finished: read the spec, every point (the worker may replace a series it recomputed) and the results once.
+    // A new attempt records its series from step 0 again: read them afresh.
+    if (FINISHED.has(update.job.status) || update.job.attempts !== job.attempts) {
+      await readAll();
+      return !FINISHED.has(job.status);
+    }
+    show(update.job);
+    if (merge(held, update.metrics)) drawCurves(curves, held);
+    return true;
+  }
+
+  await readAll();
+  if (!FINISHED.has(job.status)) onLeave(poll(refresh, POLL_MS, { wait: true }));
 }

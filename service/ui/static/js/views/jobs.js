@@ -2,6 +2,7 @@
 
 import { getJson, query, send } from "../api.js";
 import { duration, el, fmt, statusBadge } from "../dom.js";
+import { fillPager, filterForm } from "../listing.js";
 import { poll } from "../poller.js";
 
 export const POLL_MS = 5000;
@@ -55,27 +56,21 @@ function newRow(job, refresh) {
   return row;
 }
 
-/** Fill a row in place (cells keep their elements, so focus on a button or check box survives a refresh). */
+const NUMERIC = new Set([5, 6, 7]);  // indices in dataCells: ΔK max, ‖H‖, final loss
+
+/**
+ * Fill a row in place: a cell is replaced only when what it shows changed, and the check box and buttons stay,
+ * so keyboard focus on a row's link, check box or button survives a refresh.
+ */
 function fillRow(row, job) {
   row.job = job;
-  const cells = row.children;
-  dataCells(job).forEach((content, i) => cells[i + 1].replaceChildren(...content));
-  [5, 6, 7].forEach((i) => cells[i + 1].classList.add("num"));
+  dataCells(job).forEach((content, i) => {
+    const cell = row.children[i + 1];
+    const fresh = el("td", { class: NUMERIC.has(i) ? "num" : null }, content);
+    if (!fresh.isEqualNode(cell)) cell.replaceWith(fresh);
+  });
   row.querySelector("button.cancel").disabled = FINISHED.has(job.status);
   row.querySelector("button.delete").disabled = !FINISHED.has(job.status);
-}
-
-function filters(params) {
-  const status = el("select", { name: "status" }, el("option", { value: "" }, "any"),
-    STATUSES.map((s) => el("option", { value: s, selected: params.get("status") === s }, s)));
-  const tag = el("input", { name: "tag", value: params.get("tag") || "", size: 16 });
-  const form = el("form", { class: "filters", role: "search" },
-    el("label", {}, "status", status), el("label", {}, "tag", tag), el("button", { type: "submit" }, "Filter"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    location.hash = `#/jobs${query({ status: status.value, tag: tag.value.trim() })}`;
-  });
-  return form;
 }
 
 export async function render(root, { params, onLeave }) {
@@ -88,7 +83,7 @@ export async function render(root, { params, onLeave }) {
     location.hash = `#/compare${query({ jobs: ids.join(",") })}`;
   });
   const filter = { status: params.get("status"), tag: params.get("tag") };
-  root.append(el("h1", {}, "Jobs"), filters(params),
+  root.append(el("h1", {}, "Jobs"), filterForm("#/jobs", STATUSES, params),
     el("table", { id: "jobs" }, el("thead", {}, el("tr", {}, COLUMNS.map((c) => el("th", { scope: "col" }, c)))), body),
     pager, el("p", {}, compare));
 
@@ -106,12 +101,7 @@ export async function render(root, { params, onLeave }) {
       fillRow(row, job);
       if (body.children[index] !== row) body.insertBefore(row, body.children[index] || null);
     });
-    const signature = `${params.get("after")}|${page.next}|${page.data.length}`;
-    if (pager.dataset.signature === signature) return;
-    pager.dataset.signature = signature;
-    const first = el("a", { href: `#/jobs${query(filter)}` }, "First page");
-    const next = page.next ? el("a", { href: `#/jobs${query({ ...filter, after: page.next })}`, rel: "next" }, "Next page") : null;
-    pager.replaceChildren(page.data.length ? "" : el("span", { class: "muted" }, "No jobs."), params.get("after") ? first : "", " ", next || "");
+    fillPager(pager, "#/jobs", filter, params, page, "No jobs.");
   }
   onLeave(poll(refresh, POLL_MS));
 }

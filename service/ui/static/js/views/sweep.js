@@ -1,5 +1,5 @@
 // One sweep: progress of its jobs, the log–log fit plot per fit (slope, 95% interval and R² per group in the
-// legend, the theory's slope dashed where the preset states one), the fits and the jobs table. While it has
+// legend, the theory's slope dashed where the sweep's fit states one), the fits and the jobs table. While it has
 // unfinished jobs it re-reads GET /v1/sweeps/{id} (one request) every POLL_MS.
 
 import { getJson, query } from "../api.js";
@@ -9,27 +9,17 @@ import { poll } from "../poller.js";
 
 export const POLL_MS = 5000;
 const UNFINISHED = new Set(["queued", "running"]);
-let theoryFile = null;
 
-/** {preset: {y: {group name: slope}}} from static/theory.json (the paper's predicted exponents). */
-function theory() {
-  theoryFile ||= fetch("theory.json").then((r) => r.json());
-  return theoryFile;
-}
-
-const groupName = (group) => Object.values(group).map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(", ") || "all";
-
-function theorySlope(slopes, sweep, fit) {
-  const preset = sweep.tags.find((tag) => slopes[tag]);
-  return preset ? slopes[preset][fit.y]?.[groupName(fit.group)] : undefined;
-}
+/** A fit's group in words as the API labels it ("linear head", "ntk", "all" without group_by). */
+const groupName = (fit) => fit.group_label || Object.values(fit.group).map((v) => String(v)).join(", ") || "all";
 
 function legend(fit) {
   const interval = fit.slope_low === null ? "" : ` [${fmt(fit.slope_low)}, ${fmt(fit.slope_high)}]`;
-  return `${groupName(fit.group)}: slope ${fmt(fit.slope)}${interval}, R² ${fmt(fit.r_squared)}`;
+  return `${groupName(fit)}: slope ${fmt(fit.slope)}${interval}, R² ${fmt(fit.r_squared)}`;
 }
 
-function drawFits(container, sweep, slopes) {
+/** One log–log chart per (y, x) pair: each group's points and fitted line, the theory's slope dashed where the fit states one. */
+function drawFits(container, sweep) {
   const byAxes = new Map();
   for (const fit of sweep.fits) {
     const key = `${fit.y} vs ${fit.x}`;
@@ -38,23 +28,23 @@ function drawFits(container, sweep, slopes) {
   for (const [key, fits] of byAxes) {
     let box = container.querySelector(`[data-fit="${CSS.escape(key)}"]`);
     if (!box) container.append((box = el("div", { class: "chart tall", dataset: { fit: key }, role: "img", "aria-label": `log–log fit of ${key}` })));
+    const [first] = fits;
     fitChart(box, {
-      title: `${key} (log–log)`, xName: fits[0].x, yName: fits[0].y,
-      groups: fits.map((fit) => {
-        const slope = theorySlope(slopes, sweep, fit);
-        return { ...fit, label: legend(fit), theory: slope, theoryLabel: `${groupName(fit.group)}: theory slope ${slope}` };
-      }),
+      title: `${first.y_label || first.y} vs ${first.x_label || first.x} (log–log)`, xName: first.x_label || first.x, yName: first.y_label || first.y,
+      groups: fits.map((fit) => ({ ...fit, label: legend(fit), theory: fit.theory_slope ?? undefined,
+                                   theoryLabel: `${groupName(fit)}: theory slope ${fmt(fit.theory_slope)}` })),
     });
   }
 }
 
-function fitTable(sweep, slopes) {
+function fitTable(sweep) {
   const rows = sweep.fits.map((fit) => el("tr", {},
-    el("td", {}, fit.y), el("td", {}, fit.x), el("td", {}, groupName(fit.group)),
-    el("td", { class: "num fit-slope", dataset: { y: fit.y, group: groupName(fit.group) } }, fmt(fit.slope)),
+    el("td", {}, fit.y), el("td", {}, fit.x), el("td", {}, groupName(fit)),
+    el("td", { class: "num fit-slope", dataset: { y: fit.y, group: groupName(fit) } }, fmt(fit.slope)),
     el("td", { class: "num" }, fit.slope_low === null ? "—" : `${fmt(fit.slope_low)} … ${fmt(fit.slope_high)}`),
     el("td", { class: "num" }, fmt(fit.r_squared)), el("td", { class: "num" }, fit.points.length),
-    el("td", { class: "num" }, fmt(theorySlope(slopes, sweep, fit) ?? null)), el("td", {}, fit.verdict)));
+    el("td", { class: "num fit-theory", dataset: { y: fit.y, group: groupName(fit) } }, fmt(fit.theory_slope ?? null)),
+    el("td", {}, fit.verdict)));
   return table(["y", "x", "group", "slope", "95% interval", "R²", "points", "theory", "verdict"], rows, { id: "fits" });
 }
 
@@ -76,7 +66,6 @@ function progressLine(sweep) {
 }
 
 export async function render(root, { args: [id], params, onLeave }) {
-  const slopes = await theory();
   const head = el("div");
   const charts = el("div", { class: "charts", id: "fit-charts" });
   const fits = el("div");
@@ -87,8 +76,8 @@ export async function render(root, { args: [id], params, onLeave }) {
       el("a", { href: `#/compare${query({ sweep: sweep.id, series: "delta_k" })}` }, "Overlay its ΔK(t) curves"),
       sweep.tags.map((tag) => el("a", { class: "tag", href: `#/jobs${query({ tag })}` }, tag)),
       sweep.next ? el("a", { href: `#/sweeps/${encodeURIComponent(id)}${query({ after: sweep.next })}` }, "Next rows") : ""));
-    drawFits(charts, sweep, slopes);
-    fits.replaceChildren(el("h2", {}, "Fits"), fitTable(sweep, slopes));
+    drawFits(charts, sweep);
+    fits.replaceChildren(el("h2", {}, "Fits"), fitTable(sweep));
     jobs.replaceChildren(el("h2", {}, "Jobs"), jobsTable(sweep));
     return UNFINISHED.has(sweep.status);
   }

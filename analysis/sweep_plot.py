@@ -12,8 +12,10 @@ from api_schemas.sweeps import FitResult
 MEDIA_TYPES = {"png": "image/png", "svg": "image/svg+xml"}
 
 
-def render_fits(fits: Sequence[FitResult], *, x: str, y: str, fmt: Literal["png", "svg"] = "png") -> bytes:
-    """`fits_figure(fits)` saved as `fmt`; the figure is built without pyplot, so there is no global state to close."""
+def render_fits(
+    fits: Sequence[FitResult], *, title: str = "", x: str = "", y: str = "", fmt: Literal["png", "svg"] = "png"
+) -> bytes:
+    """`fits_figure(fits, title=…)` saved as `fmt`; the figure is built without pyplot, so there is no global state to close."""
     buffer = io.BytesIO()
-    fits_figure(fits, x=x, y=y).savefig(buffer, format=fmt)
+    fits_figure(fits, title=title, x=x, y=y).savefig(buffer, format=fmt)
     return buffer.getvalue()

@@ -1,8 +1,9 @@
 """A sweep's table and fits, derived from its jobs' grid values and summaries.
 
-Each row is one job: its grid values, its full spec and its summary scalars. A fit reads
-x and the `group_by` paths from the job's spec (so `model.hidden.0` works whichever axis
-set it), groups the rows, and fits log y against log x per group (seeds averaged first).
+Each row is one job: its grid values, its full spec, its summary scalars and its warnings. A
+fit reads x and the `group_by` paths from the job's spec (so `model.hidden.0` works whichever
+axis set it), groups the rows, and fits log y against log x per group (seeds averaged first);
+each fit carries the warnings of the points it was fitted on (analysis/fit_warnings.py).
 `fit_results` gives those fits in their wire form (api_schemas FitResult): what the API returns
 and what both the service's plot and the SDK's figure draw.
 """
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.fit_warnings import fit_warnings
 from analysis.fits import PowerLawFit, fit_power_law
+from analysis.labels import axis_label, group_label
+from api_schemas.run_warnings import RunWarning, split_stored_summary
 from api_schemas.sweeps import FitPoint, FitResult, FitSpec
 
 
@@ -25,6 +29,7 @@ class SweepRow:
     values: dict[str, Any]
     spec: dict[str, Any]
     summary: dict[str, Any]
+    warnings: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class GroupFit:
     fit: FitSpec
     group: dict[str, Any]
     result: PowerLawFit | None
+    warnings: list[RunWarning] = field(default_factory=list)
 
 
 def get_path(spec: Any, path: str) -> Any:
@@ -63,28 +69,33 @@ def fit_groups(rows: list[SweepRow], fit: FitSpec) -> list[GroupFit]:
         xs = [_number(get_path(row.spec, fit.x)) for row in members]
         ys = [_number(row.summary.get(fit.y)) for row in members]
         group = {path: get_path(members[0].spec, path) for path in fit.group_by}
-        results.append(GroupFit(fit, group, fit_power_law(xs, ys)))
+        results.append(GroupFit(fit, group, fit_power_law(xs, ys), fit_warnings(members)))
     return results
 
 
 def describe(group_fit: GroupFit) -> str:
-    """A one-line verdict such as "output_activation=identity: delta_k_max ∝ m^-0.49 ± 0.05 (R² 0.98)"."""
-    label = ", ".join(f"{path.split('.')[-1]}={value}" for path, value in group_fit.group.items()) or "all"
+    """A one-line verdict such as "linear head: delta_k_max ∝ x^-0.49 ± 0.05 (R² 0.98, 3 points)";
+    a fit without group_by starts with its y ("weight_change_linf ∝ x^-0.50 …")."""
+    label = "" if not group_fit.group else f"{group_label(group_fit.group)}: "
     result = group_fit.result
     if result is None:
-        return f"{label}: too few points to fit {group_fit.fit.y}"
+        return f"{label}too few points to fit {group_fit.fit.y}"
     spread = "" if result.half_width is None else f" ± {result.half_width:.2f}"
     r_squared = "n/a" if result.r_squared is None else f"{result.r_squared:.2f}"
-    return f"{label}: {group_fit.fit.y} ∝ x^{result.slope:+.2f}{spread} (R² {r_squared}, {len(result.points)} points)"
+    return f"{label}{group_fit.fit.y} ∝ x^{result.slope:+.2f}{spread} (R² {r_squared}, {len(result.points)} points)"
 
 
 def fit_results(rows: list[SweepRow], fit: FitSpec) -> list[FitResult]:
-    """`fit_groups` in wire form: per group its slope, 95% interval, intercept, R², points and verdict."""
-    return [_fit_result(group_fit) for group_fit in fit_groups(rows, fit)]
+    """`fit_groups` in wire form: per group its slope, 95% interval, intercept, R², points, verdict,
+    the group and axes in words (analysis/labels.py) and the theory slope the fit spec states for the group."""
+    hidden = next((get_path(row.spec, "model.hidden") for row in rows if row.status == "succeeded"), None)
+    x_label, y_label = axis_label(fit.x, hidden if isinstance(hidden, list) else None), axis_label(fit.y)
+    return [_fit_result(group_fit, x_label, y_label) for group_fit in fit_groups(rows, fit)]
 
 
-def _fit_result(group_fit: GroupFit) -> FitResult:
+def _fit_result(group_fit: GroupFit, x_label: str, y_label: str) -> FitResult:
     result = group_fit.result
+    label = group_label(group_fit.group)
     return FitResult(
         y=group_fit.fit.y,
         x=group_fit.fit.x,
@@ -97,6 +108,11 @@ def _fit_result(group_fit: GroupFit) -> FitResult:
         r_squared=None if result is None else result.r_squared,
         points=[] if result is None else [FitPoint(x=p.x, y_mean=p.y_mean, y_std=p.y_std, runs=p.runs) for p in result.points],
         verdict=describe(group_fit),
+        warnings=group_fit.warnings,
+        group_label=label,
+        theory_slope=group_fit.fit.theory.get(label),
+        x_label=x_label,
+        y_label=y_label,
     )
 
 
@@ -109,12 +125,15 @@ def table_paths(spec: dict) -> list[str]:
 
 
 def table(sweep_spec: dict, jobs: Iterable[Any]) -> list[SweepRow]:
-    """One row per job (anything with id, status, spec and summary), showing the `table_paths` of the sweep."""
+    """One row per job (anything with id, status, spec and summary), showing the `table_paths` of the sweep;
+    the run's warnings stored in the summary become the row's `warnings`."""
     paths = table_paths(sweep_spec)
-    return [
-        SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec, job.summary or {})
-        for job in jobs
-    ]
+    rows = []
+    for job in jobs:
+        summary, warnings = split_stored_summary(job.summary)
+        rows.append(SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec,
+                             summary or {}, warnings))
+    return rows
 
 
 def derive_status(counts: Counter, cancel_requested: bool) -> str:

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from api_schemas.run_warnings import RunWarning
+
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 CancelOutcome = Literal["pending", "cancelled", "too_late"]
 
@@ -20,11 +22,18 @@ class Resource(BaseModel):
 
 
 class Progress(Resource):
-    """Where a job is: training step `step` of `total`, the phase it is in, and an estimate of the time left."""
+    """Where a job is: `step` of `total` in the phase it is in, and an estimate of the time left in that phase.
+
+    `step` and `total` count training steps, except in phase "hessian", where they count Hessian-vector
+    products done of those planned (docs/diagnostics.md, "Timings and progress").
+    """
 
     step: int
     total: int
-    phase: str = Field(description="queued, setup, train, diagnostics, saving, succeeded, failed, cancelled, …")
+    phase: str = Field(
+        description="queued, starting, data, build, kernel, hessian, sensitivity, train, storage, succeeded, failed, "
+        "cancelled, …"
+    )
     eta_s: float | None = None
 
 
@@ -80,6 +89,7 @@ class Job(Resource):
                     "cancel_requested": False,
                     "progress": {"step": 1200, "total": 5000, "phase": "train", "eta_s": 14.2},
                     "summary": None,
+                    "warnings": [],
                     "error": None,
                     "created_at": "2025-01-01T12:00:00Z",
                     "enqueued_at": "2025-01-01T12:00:00Z",
@@ -108,7 +118,15 @@ class Job(Resource):
         "its results then stand. Derived from status and cancel_requested.",
     )
     progress: Progress
-    summary: dict[str, Any] | None = Field(description="named scalars once finished (final_loss, delta_k_max, …)")
+    summary: dict[str, Any] | None = Field(
+        description="named scalars once finished (final_loss, delta_k_max, …) and `timings`, the seconds spent "
+        "per phase (data, build, kernel, hessian, sensitivity, linearization, training, storage, …)"
+    )
+    warnings: list[RunWarning] = Field(
+        default_factory=list,
+        description="why the finished job's numbers should not be read at face value (target_loss_not_reached, "
+        "kernel_dominated_by_group, …: docs/api.md, 'Warnings'); empty when there is nothing to say",
+    )
     error: JobError | None
     created_at: dt.datetime
     enqueued_at: dt.datetime | None
@@ -142,6 +160,16 @@ class Series(Resource):
 
     step: list[int]
     value: list[float | None]
+
+
+class JobUpdate(Resource):
+    """What a page watching a running job reads each interval, in one request: the job (without its spec)
+    and the metric points recorded after step `since_step` (every point when the request gave none)."""
+
+    object: Literal["job_update"] = "job_update"
+    job: Job
+    since_step: int | None
+    metrics: dict[str, Series]
 
 
 class ArtifactInfo(Resource):

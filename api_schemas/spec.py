@@ -16,6 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
 from api_schemas.graph import Embedding, GraphLayer
 from api_schemas.graph_plan import plan_graph
+from api_schemas.infinite_width import refusal
 
 OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
 Parameterization = Literal["ntk", "standard", "meanfield"]
@@ -369,17 +370,69 @@ class KernelDiagnostics(Strict):
 
 
 class HessianDiagnostics(Strict):
-    """Top-k eigenvalues of the model Hessian ∇²_w f_a(w; x_i) by Lanczos, per probe point and output."""
+    """Top-k eigenvalues of the model Hessian ∇²_w f_a(w; x_i) with error bounds, per probe point and output
+    (Lanczos on batched Hessian-vector products; a dense eigendecomposition when p ≤ iterations)."""
 
     at: list[Literal["init", "final", "schedule"]] = Field(default_factory=lambda: ["init", "final"], max_length=3)
     top_k: int = Field(default=1, ge=1, le=20)
     probe_points: int = Field(default=4, ge=1, le=256)
-    iterations: int = Field(default=32, ge=4, le=500, description="Lanczos steps (Hessian-vector products)")
+    iterations: int = Field(
+        default=100, ge=4, le=500, description="cap on Lanczos steps (Hessian-vector products) per point and output"
+    )
+    tolerance: float = Field(
+        default=1e-6, ge=0, le=1,
+        description="a run stops once each top-k Ritz value θ has residual bound ≤ tolerance·|θ| (0: run to the cap)",
+    )
+
+
+NORM_TOLERANCE = "a Lanczos norm stops when its residual bound is ≤ tolerance·|θ| (0: every step)"
+
+
+class HessianSpectrumDiagnostics(Strict):
+    """Hutchinson trace, spectral density by stochastic Lanczos quadrature and per-layer block norms.
+
+    of = model: ∇²_w f_a(w; x_i) of the outputs φ(f) for the first `points` probe points and every
+    output a; of = loss: ∇²L(w) over the training set.
+    """
+
+    of: Literal["model", "loss"] = "loss"
+    at: list[Literal["init", "final"]] = Field(default_factory=lambda: ["init", "final"], min_length=1, max_length=2)
+    points: int = Field(default=1, ge=1, le=256, description="of = model: the first `points` probe points")
+    probes: int = Field(default=16, ge=1, le=1000, description="Rademacher vectors: Hutchinson samples and SLQ starts")
+    lanczos_steps: int = Field(default=32, ge=1, le=500, description="Lanczos steps per probe (SLQ nodes) and per block")
+    grid: int = Field(default=200, ge=2, le=10_000, description="points of the Gaussian-smoothed density")
+    bins: int = Field(default=50, ge=1, le=10_000, description="histogram bins of the quadrature's mass")
+    bandwidth: float = Field(default=0.01, gt=0, le=1, description="the smoothing Gaussian's σ over the spectrum's spread")
+    block_norms: bool = Field(default=True, description="‖·‖₂ of the diagonal block of each parameter group")
+    tolerance: float = Field(default=1e-6, ge=0, le=1, description=NORM_TOLERANCE)
+
+
+MAX_LOSS_KERNEL_ROWS = 4096
+
+
+class LossHessianDiagnostics(Strict):
+    """‖∇²L‖, its Gauss–Newton part ‖G‖, the rest ‖∇²L − G‖ and λ_min(K) on the training set, on the kernel schedule."""
+
+    iterations: int = Field(default=32, ge=4, le=500, description="at most this many Lanczos steps per norm (HVPs)")
+    tolerance: float = Field(default=1e-6, ge=0, le=1, description=NORM_TOLERANCE)
+
+
+class InfiniteWidthDiagnostics(Strict):
+    """Θ∞ (NTK) and Σ∞ (NNGP) of the architecture's infinite-width limit on the probe set, and
+    ‖K(w) − Θ∞‖_F / ‖Θ∞‖_F of the logits at w₀ and at the end (api_schemas/infinite_width.py: which models)."""
+
+    quadrature_tolerance: float = Field(
+        default=1e-10, ge=1e-14, le=1e-2,
+        description="relative accuracy the Gauss–Hermite order is chosen to (activations without a closed form)",
+    )
 
 
 class DiagnosticsSpec(Strict):
     kernel: KernelDiagnostics | None = Field(default_factory=KernelDiagnostics)
     hessian: HessianDiagnostics | None = Field(default_factory=HessianDiagnostics)
+    hessian_spectrum: HessianSpectrumDiagnostics | None = None
+    loss_hessian: LossHessianDiagnostics | None = None
+    infinite_width: InfiniteWidthDiagnostics | None = None
     weight_change: bool = True
     layer_sensitivity: bool = True
     linearization_error: bool = True
@@ -438,6 +491,32 @@ class JobSpec(Strict):
             if (model.output_dim or 0) < 2:
                 raise ValueError("training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets)")
         return training
+
+    @field_validator("diagnostics")
+    @classmethod
+    def _model_has_a_limit(cls, diagnostics: DiagnosticsSpec, info: ValidationInfo) -> DiagnosticsSpec:
+        model = info.data.get("model")
+        why = refusal(model) if diagnostics.infinite_width is not None and model is not None else None
+        if why is not None:
+            raise ValueError(f"diagnostics.infinite_width: {why}")
+        return diagnostics
+
+    @field_validator("diagnostics")
+    @classmethod
+    def _loss_kernel_fits(cls, diagnostics: DiagnosticsSpec, info: ValidationInfo) -> DiagnosticsSpec:
+        """diagnostics.loss_hessian takes λ_min of the n_train·O-row kernel on the training set at each step."""
+        data, model = info.data.get("data"), info.data.get("model")
+        if diagnostics.loss_hessian is None or data is None or model is None:
+            return diagnostics
+        if isinstance(data, DatasetData) and data.stored is None:
+            return diagnostics
+        rows = data.n_points() * (model.output_dim or target_dim(data))
+        if rows > MAX_LOSS_KERNEL_ROWS:
+            raise ValueError(
+                f"diagnostics.loss_hessian needs the tangent kernel on the training set, {rows} rows "
+                f"(data.n_train × outputs); the limit is {MAX_LOSS_KERNEL_ROWS}"
+            )
+        return diagnostics
 
     def image_shape(self) -> tuple[int, int, int] | None:
         """(C, H, W) of a convolutional model's input, or None for flat inputs."""

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
 from api_schemas.base import Name, StoredJson, StoredText, Tag, stored_text
+from api_schemas.run_warnings import RunWarning
 from api_schemas.spec import Strict
 
 PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$"
 MAX_GRID_AXES = 8
+MAX_THEORY_SLOPE = 100.0
 
 
 class FitSpec(Strict):
@@ -20,6 +23,11 @@ class FitSpec(Strict):
     y: stored_text(100, min_length=1) = Field(examples=["delta_k_max"])
     x: str = Field(pattern=PATH_PATTERN, max_length=200, examples=["model.hidden.0"])
     group_by: list[stored_text(200)] = Field(default_factory=list, max_length=MAX_GRID_AXES)
+    theory: dict[stored_text(400), Annotated[float, Field(ge=-MAX_THEORY_SLOPE, le=MAX_THEORY_SLOPE)]] = Field(
+        default_factory=dict, max_length=64, examples=[{"linear head": -0.5, "swish head": 0.0}],
+        description="the slope a theory predicts, per group label (analysis/labels.py: 'linear head', 'ntk', "
+                    "'all' for a fit without group_by); drawn dashed beside the fit and returned as theory_slope",
+    )
 
 
 class SweepSpec(Strict):
@@ -56,12 +64,13 @@ SweepStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "
 
 
 class SweepRow(Strict):
-    """One job of a sweep: its grid values (dotted path → value) and its summary scalars."""
+    """One job of a sweep: its grid values (dotted path → value), its summary scalars and its warnings."""
 
     job_id: str
     status: str
     values: dict[str, JsonValue]
     summary: dict[str, JsonValue]
+    warnings: list[RunWarning] = Field(default_factory=list, description="the job's warnings (as on the job)")
 
 
 class FitPoint(Strict):
@@ -85,6 +94,13 @@ class FitResult(Strict):
     r_squared: float | None
     points: list[FitPoint]
     verdict: str
+    group_label: str = Field("", description="the group in words: 'linear head', 'ntk', 'all' without group_by")
+    theory_slope: float | None = Field(None, description="the fit spec's theory slope for this group, if it states one")
+    x_label: str = Field("", description="x in the paper's symbols, e.g. 'width m', 'bottleneck width m_b'")
+    y_label: str = Field("", description="y in the paper's symbols, e.g. 'ΔK', '‖H‖ at init'")
+    warnings: list[RunWarning] = Field(
+        default_factory=list, description="the warnings of the points fitted, one per code: how many points and which jobs"
+    )
 
 
 class Sweep(Strict):
@@ -112,12 +128,43 @@ class Sweep(Strict):
     fits: list[FitResult]
 
 
+class SweepSummary(Strict):
+    """A sweep as GET /v1/sweeps lists it: what Sweep says about it but its spec, table and fits.
+
+    `axes` are the grid's paths as submitted (a linked axis is "a,b"); status, counts and
+    total are over all the sweep's jobs, as in Sweep.
+    """
+
+    id: str
+    object: Literal["sweep"] = "sweep"
+    name: str | None
+    tags: list[str]
+    status: SweepStatus
+    counts: dict[str, int]
+    total: int
+    cancel_requested: bool
+    created_at: dt.datetime
+    axes: list[str]
+
+
+class SweepPage(Strict):
+    """One page of sweeps, newest first; pass `next` as `after` to get the following page."""
+
+    object: Literal["list"] = "list"
+    data: list[SweepSummary]
+    has_more: bool
+    next: str | None = Field(description="opaque cursor for the next page, null on the last page")
+
+
 class PresetInfo(Strict):
     name: str
     title: str
     claim: str
     scales: list[str]
     jobs: dict[str, int] = Field(description="jobs the preset makes at each scale")
+    theory: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="the slopes the theory predicts: {y: {group label: slope}} (its fits' theory)"
+    )
 
 
 class PresetList(Strict):

@@ -29,7 +29,11 @@ class Settings(BaseSettings):
     broker_url: str = Field(default="filesystem://", description="Celery broker: filesystem:// (embedded) or redis://")
     broker_dir: Path = Field(default=VAR_DIR / "broker", description="folder of the filesystem broker")
     queue: str = Field(default="ntklab", description="Celery queue the API enqueues to")
-    public_url: str = Field(default="http://127.0.0.1:8000", description="base URL used in Location headers and docs")
+    public_url: str | None = Field(
+        default=None,
+        description="base URL of Location headers and artifact URLs; unset: the address each request came to "
+                    "(scheme, host and port as the client wrote them), so `ntklab up --port 8100` answers on 8100",
+    )
 
     # ---- auth
     auth: Literal["on", "off"] = Field(default="off", description="off only for the embedded default")
@@ -108,5 +112,11 @@ class Settings(BaseSettings):
         description="CPU workers: each pool process may grow this many bytes past its size once torch is imported "
         "(RLIMIT_DATA), so an allocation past it fails the job as out_of_memory instead of waking the kernel's "
         "OOM killer; 0 = no limit",
+    )
+    worker_threads: int = Field(
+        default=0, ge=0, le=1024,
+        description="torch intra-op threads of each worker's pool process (workers/main.py); 0 = OMP_NUM_THREADS "
+        "when set, else the cores the worker owns (its CPU affinity, capped by a container's CPU quota); "
+        "`ntklab up --workers N` gives each of its N workers cores / N",
     )
 

@@ -1,9 +1,15 @@
 """The `ntklab` command line.
 
-The client commands (submit, status, wait, metrics, artifact, cancel, list, sweep, preset,
-`run` against a service) need only `pip install ntklab`. The server commands (up, migrate,
-worker, keys, `run --local`) import their parts when run, and say which extra to install
-when it is missing.
+The client commands (submit, status, wait, metrics, artifact, cancel, list, sweep, sweeps …,
+preset, presets, `run` against a service) need only `pip install ntklab`. The server commands
+(up, migrate, worker, keys, `run --local`) import their parts when run, and say which extra
+to install when it is missing.
+
+For scripts, every command but `worker` takes `--json`: stdout then holds exactly one JSON
+document — the job, sweep, list or result; on a failure {"error": {...}} with the problem's
+fields — and nothing else, while messages and progress go to stderr. For people, tables go to
+stdout and never wrap or cut an id: an id column is as wide as its longest id, and when stdout
+is not a terminal (a pipe, a file) every line is printed as wide as it needs.
 """
 
 from __future__ import annotations
@@ -11,23 +17,35 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
+import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
+import yaml
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from api_schemas import problems as problem_types
+from api_schemas.field_errors import field_errors
 from api_schemas.spec import JobSpec
 from ntklab import client as ntklab_client
 from ntklab import errors
 from ntklab.admin import keys_app
 from ntklab.extras import needs
+from ntklab.specs import load_document
+from ntklab.terminal import stderr_console, stdout_console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Tangent-kernel and Hessian diagnostics.")
-err = Console(stderr=True)
+sweeps_app = typer.Typer(name="sweeps", no_args_is_help=True, help="Find sweeps again: list, show, table, plot.")
 app.add_typer(keys_app)
+app.add_typer(sweeps_app)
+
+SHOWN_WITH_THE_JOB = ("device",)
+"""Summary scalars `status` already shows as rows of their own."""
 
 
 @app.callback()
@@ -35,48 +53,67 @@ def main() -> None:
     """Tangent-kernel and Hessian diagnostics: is your network in the linear regime, and why?"""
 
 
-@app.command("run")
-def run_command(
-    spec_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Job spec (JSON)."),
-    local: bool = typer.Option(False, "--local", help="Run the engine in this process, without the service."),
-    out: Path = typer.Option(Path("ntklab-out"), "--out", help="Directory for summary.json, metrics.json and artifacts."),
-) -> None:
-    """Run one job. Exit 0 on success, 2 on a bad spec, 1 if the run fails."""
-    if not local:
-        submit(spec_path, wait=True, url=None, api_key=None)
-        return
-    try:
-        spec = JobSpec.model_validate(json.loads(spec_path.read_text()))
-    except json.JSONDecodeError as exc:
-        err.print(f"[red]{spec_path}: not JSON: {exc}[/red]")
-        raise typer.Exit(2)
-    except ValidationError as exc:
-        for error in exc.errors():
-            field = ".".join(str(part) for part in error["loc"]) or "(spec)"
-            err.print(f"[red]{field}[/red]: {error['msg']}")
-        raise typer.Exit(2)
-    needs("worker", purpose="ntklab run --local")
-    from ntklab.local import run_local
-
-    try:
-        result = run_local(spec, out)
-    except Exception as exc:  # noqa: BLE001 - any engine failure is exit 1 with its message
-        err.print(f"[red]run failed: {type(exc).__name__}: {exc}[/red]")
-        raise typer.Exit(1)
-    s = result.summary
-    err.print(f"{s['outcome']} after {s['steps']} steps: loss {s['final_loss']}, delta_k_max {s['delta_k_max']} → {out}")
-
-
-# ----------------------------------------------------------------------------- service commands (SDK)
+# ----------------------------------------------------------------------------- output
 
 UrlOption = Annotated[Optional[str], typer.Option("--url", envvar="NTKLAB_URL", help="service URL [default: http://127.0.0.1:8000]")]
 KeyOption = Annotated[Optional[str], typer.Option("--api-key", envvar="NTKLAB_API_KEY", help="sent as X-API-Key")]
 WaitOption = Annotated[bool, typer.Option("--wait", help="follow to the end and print the result")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout and nothing else")]
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
 
 
-def _client(url: str | None, api_key: str | None) -> "ntklab_client.Client":
-    return ntklab_client.Client(base_url=url, api_key=api_key)
+def _note(message: str) -> None:
+    """A message for people, on stderr (never in the way of what stdout holds)."""
+    stderr_console().print(Text(message), highlight=False)
+
+
+def _say(message: str, as_json: bool) -> None:
+    """A line of a command's own output: on stdout, or on stderr when stdout holds the JSON document."""
+    (stderr_console() if as_json else stdout_console()).print(Text(message), highlight=False)
+
+
+def _emit(document: Any) -> None:
+    """The one JSON document of a --json command."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±inf as null, as the service writes them."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _id_table(*columns: str, ids: Iterable[str]) -> Table:
+    """A table whose first column, "id", is never wrapped or cut: as wide as its longest id."""
+    table = Table()
+    table.add_column(columns[0], no_wrap=True, min_width=max((len(i) for i in ids), default=0))
+    for column in columns[1:]:
+        table.add_column(column)
+    return table
+
+
+def _fail(message: str, code: int, as_json: bool, error: dict[str, Any] | None = None) -> NoReturn:
+    """Exit with `code`: the message on stderr and, with --json, {"error": …} on stdout."""
+    if as_json:
+        _emit({"error": {"exit_code": code, "message": message, **(error or {})}})
+    stderr_console().print(Text.assemble(("error: ", "red"), message), highlight=False)
+    raise typer.Exit(code)
+
+
+def _field_lines(problems: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per field, its distinct messages joined: a field is never printed twice."""
+    by_field: dict[str, list[str]] = {}
+    for error in problems:
+        by_field.setdefault(str(error.get("field") or "(spec)"), []).append(str(error.get("message", "")))
+    return [f"  {field}: {'; '.join(dict.fromkeys(messages))}" for field, messages in by_field.items()]
+
+
+def _problem(error: errors.APIStatusError) -> tuple[str, dict[str, Any]]:
+    """A 4xx answer for people (status, title, each field once) and for --json (the problem's fields)."""
+    lines = _field_lines(error.errors)
+    head = f"{error.status} {error.title}" + ("" if lines or not error.detail else f": {error.detail}")
+    document = {"status": error.status, "type": error.type, "title": error.title, "detail": error.detail,
+                "errors": error.errors}
+    return "\n".join([head, *lines]), document
 
 
 def _exits(command):
@@ -84,67 +121,146 @@ def _exits(command):
 
     @functools.wraps(command)
     def run(*args, **kwargs):
+        as_json = kwargs.get("as_json", False)
         try:
             return command(*args, **kwargs)
         except errors.JobFailedError as failure:
-            _show_job(failure.job)
-            _fail(str(failure), EXIT_FAILED)
+            _show_job(failure.job, as_json)
+            _fail(str(failure), EXIT_FAILED, as_json=False)
         except (errors.APIConnectionError, errors.InternalServerError) as error:
-            _fail(f"the ntklab service is unreachable: {error}", EXIT_UNREACHABLE)
+            _fail(f"the ntklab service is unreachable: {error}", EXIT_UNREACHABLE, as_json)
         except errors.APIStatusError as error:
-            _fail(str(error), EXIT_USAGE)
+            message, document = _problem(error)
+            _fail(message, EXIT_USAGE, as_json, document)
         except (OSError, ValueError) as error:
-            _fail(str(error), EXIT_USAGE)
+            _fail(str(error), EXIT_USAGE, as_json)
 
     return run
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(code)
+# ----------------------------------------------------------------------------- run
+
+@app.command("run")
+def run_command(
+    spec_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Job spec (.json, .yaml or .yml)."),
+    local: bool = typer.Option(False, "--local", help="Run the engine in this process, without the service."),
+    out: Path = typer.Option(Path("ntklab-out"), "--out", help="Directory for summary.json, metrics.json and artifacts."),
+    as_json: JsonOption = False,
+) -> None:
+    """Run one job. Exit 0 on success, 2 on a bad spec, 1 if the run fails."""
+    if not local:
+        submit(spec_path, wait=True, url=None, api_key=None, as_json=as_json)
+        return
+    spec = _local_spec(spec_path, as_json)
+    needs("worker", purpose="ntklab run --local")
+    from ntklab.local import run_local
+
+    try:
+        result = run_local(spec, out, progress=not as_json)
+    except Exception as exc:  # noqa: BLE001 - any engine failure is exit 1 with its message
+        _fail(f"run failed: {type(exc).__name__}: {exc}", EXIT_FAILED, as_json)
+    s = result.summary
+    if as_json:
+        _emit({"out": str(out), "summary": s, "warnings": [w.model_dump(mode="json") for w in result.warnings]})
+        return
+    _note(f"{s['outcome']} after {s['steps']} steps: loss {s['final_loss']}, delta_k_max {s['delta_k_max']} → {out}")
+    for warning in result.warnings:
+        _note(f"warning {warning.code}: {warning.message}")
+    if isinstance(s.get("timings"), dict):
+        _note(f"{s['wall_time_s']:.2f} s: {_timings(s['timings'])}")
 
 
-def _show_job(job) -> None:
-    table = Table(title=f"{job.id}  {job.name or ''}".strip(), show_header=False)
+def _local_spec(spec_path: Path, as_json: bool) -> JobSpec:
+    """The spec file (JSON or YAML, as `submit` reads it) validated here; a bad one exits 2 naming each field once."""
+    try:
+        document = load_document(spec_path)
+    except (ValueError, yaml.YAMLError) as exc:
+        _fail(f"{spec_path}: not a spec file: {exc}", EXIT_USAGE, as_json)
+    try:
+        return JobSpec.model_validate(document)
+    except ValidationError as exc:
+        located = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        problems = [error.model_dump(exclude_none=True) for error in field_errors(located, document)]
+        message = "\n".join([f"{spec_path}: the spec failed validation", *_field_lines(problems)])
+        _fail(message, EXIT_USAGE, as_json, {"type": problem_types.VALIDATION, "errors": problems})
+
+
+# ----------------------------------------------------------------------------- jobs
+
+def _client(url: str | None, api_key: str | None) -> "ntklab_client.Client":
+    return ntklab_client.Client(base_url=url, api_key=api_key)
+
+
+def _timings(timings: dict[str, float]) -> str:
+    """summary.timings for people: the phases by time spent, "hessian 3.62 s · training 0.80 s · …"."""
+    ranked = sorted(timings.items(), key=lambda item: -item[1])
+    return " · ".join(f"{phase} {seconds:.2f} s" for phase, seconds in ranked)
+
+
+def _cell(value: Any, name: str = "") -> str:
+    if name == "timings" and isinstance(value, dict):
+        return _timings(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _show_job(job, as_json: bool = False) -> None:
+    """A job, each field once: id, status, progress, device, attempts, error, warnings, then the summary."""
+    if as_json:
+        _emit(job.model_dump(mode="json"))
+        return
+    table = Table(show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", min_width=len(job.id))
+    table.add_row("id", job.id)
+    if job.name:
+        table.add_row("name", job.name)
     table.add_row("status", job.status)
     table.add_row("progress", f"{job.progress.step}/{job.progress.total} {job.progress.phase}")
     table.add_row("device", str(job.device))
     table.add_row("attempts", str(job.attempts))
     if job.error:
         table.add_row("error", f"{job.error.type}: {job.error.message}")
+    for warning in job.warnings:
+        table.add_row("warning", f"{warning.code}: {warning.message}")
     for name, value in (job.summary or {}).items():
-        table.add_row(name, f"{value:.6g}" if isinstance(value, float) else str(value))
-    Console().print(table)
+        if name not in SHOWN_WITH_THE_JOB:
+            table.add_row(name, _cell(value, name))
+    stdout_console().print(table)
 
 
-def _submit(spec: Path, wait: bool, url: str | None, api_key: str | None) -> None:
+def _submit(spec: Path, wait: bool, url: str | None, api_key: str | None, as_json: bool) -> None:
     with _client(url, api_key) as client:
         job = client.jobs.create(spec)
-        Console().print(f"submitted {job.id}")
-        _show_job(client.jobs.wait(job.id) if wait else job)
+        _say(f"submitted {job.id}", as_json)
+        _show_job(client.jobs.wait(job.id, progress=not as_json) if wait else job, as_json)
 
 
 @app.command()
 @_exits
-def submit(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None) -> None:
+def submit(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None,
+           as_json: JsonOption = False) -> None:
     """Submit a job spec (.json/.yaml) to the service."""
-    _submit(spec, wait, url, api_key)
+    _submit(spec, wait, url, api_key, as_json)
 
 
 @app.command()
 @_exits
-def status(job_id: str, url: UrlOption = None, api_key: KeyOption = None) -> None:
-    """Show a job: status, progress and summary."""
+def status(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """Show a job: status, progress, warnings and summary."""
     with _client(url, api_key) as client:
-        _show_job(client.jobs.retrieve(job_id))
+        _show_job(client.jobs.retrieve(job_id), as_json)
 
 
 @app.command()
 @_exits
-def wait(job_id: str, url: UrlOption = None, api_key: KeyOption = None) -> None:
+def wait(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
     """Follow a job to the end; exit 1 if it failed or was cancelled."""
     with _client(url, api_key) as client:
-        _show_job(client.jobs.wait(job_id))
+        _show_job(client.jobs.wait(job_id, progress=not as_json), as_json)
 
 
 @app.command()
@@ -155,10 +271,15 @@ def metrics(
     csv: Annotated[bool, typer.Option("--csv", help="print name,step,value rows")] = False,
     url: UrlOption = None,
     api_key: KeyOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Print a job's metric series."""
     with _client(url, api_key) as client:
         series = client.jobs.metrics(job_id, name)
+    if as_json:
+        _emit({key: {"step": steps.tolist(), "value": [_finite(v) for v in values.tolist()]}
+               for key, (steps, values) in series.items()})
+        return
     if csv:
         print("name,step,value")
         for key, (steps, values) in series.items():
@@ -169,7 +290,7 @@ def metrics(
     for key, (steps, values) in series.items():
         table.add_row(key, str(len(steps)), str(steps[0]) if len(steps) else "", str(steps[-1]) if len(steps) else "",
                       f"{values[-1]:.6g}" if len(values) else "")
-    Console().print(table)
+    stdout_console().print(table)
 
 
 @app.command()
@@ -180,62 +301,87 @@ def artifact(
     output: Annotated[Path, typer.Option("--output", "-o", help="file to write")],
     url: UrlOption = None,
     api_key: KeyOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Download an artifact (kernel .npy, weights .npz, .json) as stored."""
     with _client(url, api_key) as client:
         data = client.jobs.download(job_id, name)
     output.write_bytes(data)
-    Console(stderr=True).print(f"wrote {len(data)} bytes to {output}")
+    if as_json:
+        _emit({"job_id": job_id, "name": name, "path": str(output), "bytes": len(data)})
+        return
+    _note(f"wrote {len(data)} bytes to {output}")
 
 
 @app.command()
 @_exits
-def cancel(job_id: str, url: UrlOption = None, api_key: KeyOption = None) -> None:
+def cancel(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
     """Cancel a job; a running one stops at its next step."""
     with _client(url, api_key) as client:
-        _show_job(client.jobs.cancel(job_id))
+        _show_job(client.jobs.cancel(job_id), as_json)
+
+
+StatusOption = Annotated[Optional[list[str]], typer.Option("--status", help="queued, running, succeeded, failed, cancelled (repeat)")]
+LimitOption = Annotated[int, typer.Option("--limit", min=1, help="show at most this many")]
 
 
 @app.command("list")
 @_exits
 def list_jobs(
-    status: Annotated[Optional[list[str]], typer.Option("--status", help="queued, running, succeeded, failed, cancelled (repeat)")] = None,
+    status: StatusOption = None,
     tag: Annotated[Optional[str], typer.Option("--tag")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="show at most this many")] = 20,
+    limit: LimitOption = 20,
     url: UrlOption = None,
     api_key: KeyOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """List jobs, newest first."""
-    table = Table("id", "name", "status", "progress", "created")
     with _client(url, api_key) as client:
-        for job in itertools.islice(client.jobs.list(status=status, tag=tag, limit=min(limit, 200)), limit):
-            table.add_row(job.id, job.name or "", job.status, f"{job.progress.step}/{job.progress.total}",
-                          job.created_at.isoformat(timespec="seconds"))
-    Console().print(table)
+        jobs = list(itertools.islice(client.jobs.list(status=status, tag=tag, limit=min(limit, 200)), limit))
+    if as_json:
+        _emit([job.model_dump(mode="json") for job in jobs])
+        return
+    table = _id_table("id", "name", "status", "progress", "created", ids=(job.id for job in jobs))
+    for job in jobs:
+        table.add_row(job.id, job.name or "", job.status, f"{job.progress.step}/{job.progress.total}",
+                      job.created_at.isoformat(timespec="seconds"))
+    stdout_console().print(table)
 
 
-def _show_sweep(sweep) -> None:
-    counts = ", ".join(f"{count} {status}" for status, count in sweep.counts.items())
-    Console().print(f"sweep {sweep.id} {sweep.status}: {counts}", highlight=False)
+# ----------------------------------------------------------------------------- sweeps and presets
+
+def _show_sweep(sweep, as_json: bool) -> None:
+    """A sweep: its status and job counts, what its grid varies, and one verdict per fitted group."""
+    if as_json:
+        _emit(sweep.model_dump(mode="json"))
+        return
+    out = stdout_console()
+    counts = ", ".join(f"{count} {status}" for status, count in sweep.counts.items() if count)
+    named = f" ({sweep.name})" if sweep.name else ""
+    out.print(Text(f"sweep {sweep.id}{named} {sweep.status}: {counts or 'no jobs'} (of {sweep.total})"))
+    out.print(Text(f"  grid: {', '.join(sweep.spec.get('grid', {}))}"))
     for fit in sweep.fits:
-        Console().print(f"  {fit['verdict']}", highlight=False)
+        out.print(Text(f"  {fit['verdict']}"))
+        for warning in fit.get("warnings", []):
+            out.print(Text(f"    warning {warning['code']}: {warning['message']}"))
 
 
-def _follow_sweep(client, sweep, wait: bool) -> None:
-    Console().print(f"submitted sweep {sweep.id}")
+def _follow_sweep(client, sweep, wait: bool, as_json: bool) -> None:
+    _say(f"submitted sweep {sweep.id} ({sweep.total} jobs); follow it with: ntklab sweeps show {sweep.id}", as_json)
     if wait:
-        sweep = client.sweeps.wait(sweep.id)
-    _show_sweep(sweep)
+        sweep = client.sweeps.wait(sweep.id, progress=not as_json)
+    _show_sweep(sweep, as_json)
     if wait and sweep.status != "succeeded":
         raise typer.Exit(EXIT_FAILED)
 
 
 @app.command()
 @_exits
-def sweep(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None) -> None:
+def sweep(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None,
+          as_json: JsonOption = False) -> None:
     """Submit a sweep spec {name, base, grid, fits} (.json/.yaml)."""
     with _client(url, api_key) as client:
-        _follow_sweep(client, client.sweeps.create(spec), wait)
+        _follow_sweep(client, client.sweeps.create(spec), wait, as_json)
 
 
 @app.command()
@@ -246,11 +392,126 @@ def preset(
     wait: WaitOption = False,
     url: UrlOption = None,
     api_key: KeyOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Run one of the paper's experiments (fig1-width, fig2-bottleneck, table1-hessian, …) as a sweep."""
     with _client(url, api_key) as client:
-        _follow_sweep(client, client.presets.run(name, scale=scale), wait)
+        _follow_sweep(client, client.presets.run(name, scale=scale), wait, as_json)
 
+
+@app.command()
+@_exits
+def presets(url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """The paper's experiments `ntklab preset NAME` runs, with the jobs each scale makes."""
+    with _client(url, api_key) as client:
+        found = client.presets.list()
+    if as_json:
+        _emit([item.model_dump(mode="json") for item in found])
+        return
+    table = _id_table("name", "jobs (smoke/cpu/paper)", "title", ids=(item.name for item in found))
+    for item in found:
+        table.add_row(item.name, "/".join(str(item.jobs.get(scale, "")) for scale in ("smoke", "cpu", "paper")), item.title)
+    stdout_console().print(table)
+
+
+@sweeps_app.command("list")
+@_exits
+def list_sweeps(
+    status: Annotated[Optional[list[str]], typer.Option("--status", help="queued, running, succeeded, failed, cancelled, partial (repeat)")] = None,
+    tag: Annotated[Optional[str], typer.Option("--tag", help="a tag of the sweep (a preset's name for a preset)")] = None,
+    limit: LimitOption = 20,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sweeps, newest first."""
+    with _client(url, api_key) as client:
+        found = list(itertools.islice(client.sweeps.list(status=status, tag=tag, limit=min(limit, 200)), limit))
+    if as_json:
+        _emit([item.model_dump(mode="json") for item in found])
+        return
+    table = _id_table("id", "name", "status", "done", "axes", "created", ids=(item.id for item in found))
+    for item in found:
+        done = item.total - item.counts.get("queued", 0) - item.counts.get("running", 0)
+        table.add_row(item.id, item.name or "", item.status, f"{done}/{item.total}", ", ".join(item.axes),
+                      item.created_at.isoformat(timespec="seconds"))
+    stdout_console().print(table)
+
+
+@sweeps_app.command("show")
+@_exits
+def show_sweep(sweep_id: str, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """A sweep's status, job counts and fits (its first page of rows with --json)."""
+    with _client(url, api_key) as client:
+        _show_sweep(client.sweeps.retrieve(sweep_id), as_json)
+
+
+@sweeps_app.command("table")
+@_exits
+def sweep_table(
+    sweep_id: str,
+    column: Annotated[Optional[list[str]], typer.Option("--column", "-c", help="summary scalar to show (repeat); default: the fits' y, else delta_k_max and final_loss")] = None,
+    csv: Annotated[bool, typer.Option("--csv", help="every row as CSV: job_id, status, grid values and every summary scalar")] = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every row of a sweep's table (all pages): a job's grid values and summary scalars."""
+    with _client(url, api_key) as client:
+        sweep = client.sweeps.retrieve(sweep_id, limit=1)
+        rows = list(client.sweeps.iter_rows(sweep_id))
+    if as_json:
+        _emit(rows)
+        return
+    axes = [path for axis in sweep.spec.get("grid", {}) for path in axis.split(",")]
+    if csv:
+        _print_csv(rows)
+        return
+    shown = column or list(dict.fromkeys(fit["y"] for fit in sweep.fits)) or ["delta_k_max", "final_loss"]
+    table = _id_table("job_id", "status", *axes, *shown, ids=(row["job_id"] for row in rows))
+    for row in rows:
+        table.add_row(row["job_id"], row["status"], *(_cell(row.get(name)) for name in (*axes, *shown)))
+    stdout_console().print(table)
+
+
+def _print_csv(rows: list[dict[str, Any]]) -> None:
+    import csv as csv_module
+
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    writer = csv_module.DictWriter(sys.stdout, fieldnames=names, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({name: _csv_value(row.get(name)) for name in names} for row in rows)
+
+
+def _csv_value(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (dict, list)) else ("" if value is None else value)
+
+
+@sweeps_app.command("plot")
+@_exits
+def plot_sweep(
+    sweep_id: str,
+    output: Annotated[Path, typer.Option("--output", "-o", help="image to write: .png or .svg")],
+    x: Annotated[Optional[str], typer.Option("--x", help="grid path on the x axis; default: the first fit's")] = None,
+    y: Annotated[Optional[str], typer.Option("--y", help="summary scalar on the y axis; default: the first fit's")] = None,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The service's log–log plot of a sweep's fit (as GET /v1/sweeps/{id}/plot draws it)."""
+    image_format = output.suffix.lower().removeprefix(".")
+    if image_format not in ("png", "svg"):
+        raise ValueError(f"{output}: the plot is written as .png or .svg")
+    with _client(url, api_key) as client:
+        data = client.sweeps.plot_image(sweep_id, x=x, y=y, format=image_format)
+    output.write_bytes(data)
+    if as_json:
+        _emit({"sweep_id": sweep_id, "path": str(output), "format": image_format, "bytes": len(data)})
+        return
+    _note(f"wrote {len(data)} bytes to {output}")
+
+
+# ----------------------------------------------------------------------------- server commands
 
 @app.command()
 def up(
@@ -258,25 +519,29 @@ def up(
     port: int = typer.Option(8000, help="Port of the API."),
     workers: int = typer.Option(1, min=1, max=64, help="Celery worker processes (one job each)."),
     api_processes: int = typer.Option(1, min=1, max=64, help="uvicorn processes serving the API (reads scale with them)."),
+    as_json: JsonOption = False,
 ) -> None:
     """Migrate the database and serve the API and worker(s) in the foreground; Ctrl-C stops them.
 
     With no NTKLAB_* settings this is the embedded default: SQLite in var/ and a filesystem
-    broker, no servers needed. NTKLAB_DATABASE_URL / NTKLAB_BROKER_URL select the full stack."""
+    broker, no servers needed. NTKLAB_DATABASE_URL / NTKLAB_BROKER_URL select the full stack.
+    With --json, stdout holds one line, {"url", "docs"}, and the servers' logs go to stderr."""
     needs("server", "worker", purpose="ntklab up")
     from ntklab.serve import serve
 
-    raise typer.Exit(serve(host, port, workers, api_processes))
+    raise typer.Exit(serve(host, port, workers, api_processes, as_json=as_json))
 
 
 @app.command()
-def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to.")) -> None:
+def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to."), as_json: JsonOption = False) -> None:
     """Upgrade the database of the settings (NTKLAB_DATABASE_URL) with the migrations shipped in the package."""
     needs("server", purpose="ntklab migrate")
     from config.settings import Settings
     from store.migrate import upgrade
 
     upgrade(Settings().database_url, revision)
+    if as_json:
+        _emit({"revision": revision, "upgraded": True})
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

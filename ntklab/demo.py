@@ -168,6 +168,7 @@ def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
     axes.set_xscale("symlog", linthresh=1)
     axes.grid(True, alpha=0.3)
     axes.legend()
+    axes.set_title(f"{sweep.name}: ΔK(t) of the outputs during training", parse_math=False)
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
@@ -188,13 +189,21 @@ def report_preset(client: Client, console: Console, preset: str, sweep: Sweep, o
     verdicts = [verdict(preset, fit) for fit in sweep.fits]
     checks = checks_for(preset, sweep)
     results = [f"{'PASS' if check.passed else 'FAIL'}: {check.claim} — measured {check.measured}" for check in checks]
-    for text in [*verdicts, *results]:
+    warned = warning_lines(sweep)
+    for text in [*verdicts, *results, *warned]:
         console.print("  " + text)
     if sweep.fits:
-        first = sweep.fits[0]
-        (out / image).write_bytes(client.sweeps.plot_image(sweep.id, x=first["x"], y=first["y"], format="png"))
-    lines += ["", *(f"- {text}" for text in verdicts + results), "", f"![{preset}]({image})", ""]
+        sweep.plot(path=str(out / image))  # the service's drawing: every fit of the first x, one panel per y
+    lines += ["", *(f"- {text}" for text in verdicts + results + warned), "", f"![{preset}]({image})", ""]
     return lines, checks
+
+
+def warning_lines(sweep: Sweep) -> list[str]:
+    """"WARNING (fit or job): message" for each fit's warnings, or each job's where the sweep has no fit."""
+    if sweep.fits:
+        return [f"WARNING ({fit['y']}{', ' + group_label(fit) if fit['group'] else ''}): {warning['message']}"
+                for fit in sweep.fits for warning in fit.get("warnings", [])]
+    return [f"WARNING ({row.job_id}): {warning.message}" for row in sweep.table for warning in row.warnings]
 
 
 def run_preset(client: Client, console: Console, preset: str, scale: str, out: Path) -> tuple[str, list[Check]]:

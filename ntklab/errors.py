@@ -105,8 +105,11 @@ class JobFailedError(NtklabError):
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        reason = f"{job.error.type}: {job.error.message}" if job.error else "no error recorded"
-        super().__init__(f"job {job.id} {job.status}: {reason}")
+        if job.error:
+            reason = f": {job.error.type}: {job.error.message}"
+        else:
+            reason = "" if job.status == "cancelled" else ": no error recorded"
+        super().__init__(f"job {job.id} {job.status}{reason}")
 
 
 class WaitTimeoutError(NtklabError, TimeoutError):

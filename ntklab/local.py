@@ -1,6 +1,7 @@
 """Run a job in this process (no service) and write its result to a directory.
 
     DIR/summary.json    the named scalars
+    DIR/warnings.json   [{code, message, values}]: why a number should not be read at face value
     DIR/metrics.json    {name: {"step": [...], "value": [...]}}
     DIR/<artifact>      kernel_init.npy, weights_final.npz, hessian.json, …
 """
@@ -44,6 +45,8 @@ def run_local(spec: JobSpec, out_dir: Path, *, progress: bool = True) -> Result:
 def write_result(result: Result, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(result.summary, indent=1, allow_nan=False))
+    warnings = [warning.model_dump(mode="json") for warning in result.warnings]
+    (out_dir / "warnings.json").write_text(json.dumps(warnings, indent=1, allow_nan=False))
     metrics = {name: {"step": s.steps, "value": s.values} for name, s in result.series.items()}
     (out_dir / "metrics.json").write_text(json.dumps(metrics, allow_nan=False))
     for name, artifact in result.artifacts.items():

@@ -2,8 +2,9 @@
 
 matplotlib is imported only when a figure is drawn. Figures are built with the
 object-oriented API (no pyplot state), returned, and saved when a path is given; the
-format follows the path's suffix (.png, .svg, .pdf). A sweep's figure draws the fits the
-service returned with the service's own drawing (analysis.fit_figure): no scipy, no re-fit.
+format follows the path's suffix (.png, .svg, .pdf). A sweep's figure is the service's own
+drawing (analysis.fit_figure) of the fits the service returned, chosen as the service's plot
+chooses them: no scipy, no re-fit. Labels are the paper's symbols (analysis/labels.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.fit_figure import fits_figure
+from analysis.fit_figure import PLAIN_TEXT, chosen_fits, fits_figure
+from analysis.labels import series_label
 from api_schemas.sweeps import FitResult
 
 if TYPE_CHECKING:
@@ -22,10 +24,11 @@ if TYPE_CHECKING:
     from ntklab.resources.jobs import MetricSeries
 
 JOB_PANELS = (
-    ("ΔK(t) = ‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F", ("delta_k",)),
-    ("training loss", ("loss",)),
-    ("weight change ‖w_t − w₀‖", ("weight_change_l2", "weight_change_linf")),
+    ("ΔK(t) = ‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F", "ΔK(t)", ("delta_k", "delta_k_logits")),
+    ("training loss", "loss", ("loss",)),
+    ("weight change", "‖w_t − w₀‖", ("weight_change_l2", "weight_change_linf")),
 )
+JOB_SERIES = tuple(name for _, _, names in JOB_PANELS for name in names)
 
 
 def _figure(width: float) -> Figure:
@@ -40,24 +43,25 @@ def _save(figure: Figure, path: str | None) -> Figure:
     return figure
 
 
-def job_figure(metrics: Mapping[str, MetricSeries], *, title: str = "", path: str | None = None) -> Figure:
-    """Three panels against training step (symlog x, log y): ΔK(t), loss, ‖w_t−w₀‖₂ and ‖w_t−w₀‖_∞."""
+def job_figure(metrics: Mapping[str, MetricSeries], *, title: str, path: str | None = None) -> Figure:
+    """Three panels against training step (symlog x, log y): ΔK(t) of the outputs φ(f) and, with a non-linear
+    head, of the logits f; the loss; ‖w_t−w₀‖₂ and ‖w_t−w₀‖_∞. Every line is named in its panel's legend."""
     figure = _figure(13.0)
-    axes = figure.subplots(1, 3)
-    for ax, (label, names) in zip(axes, JOB_PANELS):
+    for axes, (panel_title, y_label, names) in zip(figure.subplots(1, 3), JOB_PANELS):
         for name in names:
             if name in metrics:
                 steps, values = metrics[name]
-                ax.plot(steps, values, marker=".", label=name)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_xscale("symlog", linthresh=1)
-        if ax.lines and np.nanmin([np.nanmin(line.get_ydata()) for line in ax.lines]) > 0:
-            ax.set_yscale("log")
-        if len(ax.lines) > 1:
-            ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-    figure.suptitle(title)
+                axes.plot(steps, values, marker=".", label=series_label(name))
+        axes.set_title(panel_title, fontsize=9)
+        axes.set_xlabel("step")
+        axes.set_ylabel(y_label)
+        axes.set_xscale("symlog", linthresh=1)
+        if axes.lines and np.nanmin([np.nanmin(line.get_ydata()) for line in axes.lines]) > 0:
+            axes.set_yscale("log")
+        if axes.lines:
+            axes.legend(fontsize=8)
+        axes.grid(True, which="both", alpha=0.3)
+    figure.suptitle(title, **PLAIN_TEXT)
     return _save(figure, path)
 
 
@@ -69,23 +73,22 @@ def sweep_figure(
     title: str = "",
     path: str | None = None,
 ) -> Figure:
-    """The service's fits of y against x, drawn as the service draws them (analysis.fit_figure); nothing is re-fitted.
-
-    x and y default to the first fit's; ValueError, naming the fits there are, when none is of y against x."""
+    """The service's fits of x (default: the first fit's) drawn as GET /v1/sweeps/{id}/plot draws them, one panel
+    per y (only y's when given); nothing is re-fitted. ValueError, naming the fits there are, when none matches."""
     chosen = fits_of([_fit(fit) for fit in fits], x=x, y=y)
-    return _save(fits_figure(chosen, x=chosen[0].x, y=chosen[0].y, title=title), path)
+    return _save(fits_figure(chosen, title=title), path)
 
 
 def fits_of(fits: Sequence[FitResult], *, x: str | None, y: str | None) -> list[FitResult]:
-    """Every group of the first fit whose x and y match those given (None matches any), as the service's plot picks it."""
-    wanted = next(((fit.x, fit.y, fit.group_by) for fit in fits if x in (None, fit.x) and y in (None, fit.y)), None)
-    if wanted is None:
+    """`chosen_fits` (the service plot's choice), or ValueError naming the sweep's fits when none matches."""
+    chosen = chosen_fits(fits, x=x, y=y)
+    if not chosen:
         have = ", ".join(dict.fromkeys(f"{fit.y} against {fit.x}" for fit in fits)) or "none"
         raise ValueError(
             f"the sweep has no fit of {y or 'any y'} against {x or 'any x'} (its fits: {have}); "
             "client.sweeps.plot_image(sweep_id, x=..., y=...) has the service fit and draw any pair"
         )
-    return [fit for fit in fits if (fit.x, fit.y, fit.group_by) == wanted]
+    return chosen
 
 
 def _fit(fit: FitResult | Mapping[str, Any]) -> FitResult:

@@ -8,6 +8,8 @@ them) and write to this terminal; Ctrl-C (or SIGTERM) stops them all.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from config.settings import Settings
 from store.migrate import upgrade
+from workers.threads import cores_per_worker
 
 FIRST_JOB = '{"model": {"hidden": [512], "output_activation": "swish"}, "training": {"max_steps": 500}}'
 
@@ -35,19 +38,32 @@ def worker_command(name: str) -> list[str]:
     return [sys.executable, "-m", "workers", "-n", name]
 
 
-def serve(host: str, port: int, workers: int, api_processes: int = 1) -> int:
+def worker_env(settings: Settings, workers: int) -> dict[str, str]:
+    """This environment with NTKLAB_WORKER_THREADS: the setting, else each worker's share of the cores
+    (workers/threads.py), so N workers on C cores run C // N torch threads each and never oversubscribe."""
+    threads = settings.worker_threads or cores_per_worker(workers)
+    return os.environ | {"NTKLAB_WORKER_THREADS": str(threads)}
+
+
+def serve(host: str, port: int, workers: int, api_processes: int = 1, *, as_json: bool = False) -> int:
+    """Run until Ctrl-C, SIGTERM or a crash; with `as_json`, stdout holds one line {"url", "docs"} and
+    everything else (these lines, the servers' logs) goes to stderr."""
     settings = Settings()
     if settings.database_url.startswith("sqlite:///"):
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     upgrade(settings.database_url)
-    processes = [subprocess.Popen(api_command(host, port, api_processes))]
+    logs = sys.stderr if as_json else None
+    processes = [subprocess.Popen(api_command(host, port, api_processes), stdout=logs)]
     for index in range(workers):
-        processes.append(subprocess.Popen(worker_command(f"worker{index}@%h")))
+        processes.append(subprocess.Popen(worker_command(f"worker{index}@%h"), stdout=logs, env=worker_env(settings, workers)))
     url = f"http://{host}:{port}"
-    print(f"\nntklab is starting: API docs at {url}/docs", flush=True)
+    if as_json:
+        print(json.dumps({"url": url, "docs": f"{url}/docs"}), flush=True)
+    human = sys.stderr if as_json else sys.stdout
+    print(f"\nntklab is starting: API docs at {url}/docs", file=human, flush=True)
     print(f"submit a job:  curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/json' -d '{FIRST_JOB}'",
-          flush=True)
-    print("Ctrl-C stops the API and the worker(s).\n", flush=True)
+          file=human, flush=True)
+    print("Ctrl-C stops the API and the worker(s).\n", file=human, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     crashed = False
     try:

@@ -19,8 +19,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "testserver")
 
 def looks_shared(settings: Settings) -> bool:
     """PostgreSQL, a Redis broker or a public URL off this machine: not the embedded, single-user default."""
-    host = urlsplit(settings.public_url).hostname or ""
-    return not is_sqlite(settings.database_url) or settings.broker_url.startswith("redis") or host not in LOOPBACK_HOSTS
+    off_machine = bool(settings.public_url) and (urlsplit(settings.public_url).hostname or "") not in LOOPBACK_HOSTS
+    return not is_sqlite(settings.database_url) or settings.broker_url.startswith("redis") or off_machine
 
 
 def warn_if_open(settings: Settings) -> None:

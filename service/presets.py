@@ -9,7 +9,7 @@ claim. docs/reproduction.md sets each claim beside the number ntklab measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from api_schemas.sweeps import FitSpec, SweepSpec
@@ -19,15 +19,27 @@ SCALES: tuple[Scale, ...] = ("smoke", "cpu", "paper")
 HEADS = ["identity", "softmax", "swish"]
 
 
+Theory = dict[str, dict[str, float]]
+
+
 @dataclass(frozen=True)
 class Preset:
+    """`theory` is the slope the paper predicts for each fit: {y: {group label: slope}}, the group label
+    as analysis/labels.py writes it ("linear head", "ntk"; "all" for a fit without group_by). It is
+    the one source of the theory lines: written into the sweep's fit specs, returned by GET /v1/presets
+    and, per group, as each fit's theory_slope."""
+
     name: str
     title: str
     claim: str
     build: Callable[[Scale], SweepSpec]
+    theory: Theory = field(default_factory=dict)
 
     def sweep(self, scale: Scale) -> SweepSpec:
-        return self.build(scale)
+        """The preset's sweep at `scale`, each fit carrying the theory slopes stated for its y."""
+        spec = self.build(scale)
+        fits = [fit.model_copy(update={"theory": {**fit.theory, **self.theory.get(fit.y, {})}}) for fit in spec.fits]
+        return spec.model_copy(update={"fits": fits})
 
 
 def _data(n: int = 16, d: int = 8) -> dict[str, Any]:
@@ -43,7 +55,10 @@ def _training(max_steps: int) -> dict[str, Any]:
 def _diagnostics(*, kernel_points: int = 24, hessian: bool = False) -> dict[str, Any]:
     return {
         "kernel": {"schedule": "log", "points": kernel_points, "method": "auto"},
-        "hessian": {"at": ["init"], "top_k": 1, "probe_points": 2, "iterations": 24} if hessian else None,
+        # 24 Lanczos steps keep the paper-scale basis within the memory cap; certified to 1e-2·|θ|, which moves
+        # a log-log slope over a decade of widths by < 0.005 (the spec's default 1e-6 would raise
+        # hessian_not_converged: bounds reach 2e-3·|θ| at smoke scale)
+        "hessian": {"at": ["init"], "top_k": 1, "probe_points": 2, "iterations": 24, "tolerance": 1e-2} if hessian else None,
         "weight_change": True, "layer_sensitivity": False, "linearization_error": True,
         "save_kernels": ["init", "final"], "save_weights": False,
     }
@@ -137,21 +152,43 @@ def lazy_is_not_small(scale: Scale) -> SweepSpec:
     )
 
 
+def finite_to_infinite(scale: Scale) -> SweepSpec:
+    """One tanh layer of width m with biases, under ntk and standard: the distance of the logits' tangent
+    kernel from its infinite-width limit Θ∞, ‖K(w₀) − Θ∞‖_F / ‖Θ∞‖_F, is an average of m i.i.d. terms' fluctuation."""
+    widths = _by_scale(scale, [64, 256, 1024], [64, 256, 1024, 4096, 16_384], [256, 4096, 65_536, 1_000_000])
+    diagnostics = {**_diagnostics(), "linearization_error": False, "infinite_width": {}}
+    return SweepSpec(
+        name=f"finite-to-infinite ({scale})", tags=["preset", "finite-to-infinite"],
+        base={"model": {"hidden": [widths[0]], "activation": "tanh"}, "data": _data(),
+              "training": _training(_by_scale(scale, 100, 1000, 2000)), "diagnostics": diagnostics},
+        grid={"model.hidden.0": widths, "model.parameterization": ["ntk", "standard"],
+              "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
+        fits=[FitSpec(y="kernel_inf_distance_init", x="model.hidden.0", group_by=["model.parameterization"]),
+              FitSpec(y="kernel_inf_distance_final", x="model.hidden.0", group_by=["model.parameterization"])],
+    )
+
+
 PRESETS: dict[str, Preset] = {
     preset.name: preset
     for preset in (
         Preset("fig1-width", "Figure 1 (left): ΔK vs width, linear vs softmax vs swish head",
-               "ΔK falls like a power of m with a linear head and stays Θ(1) with a non-linear head.", fig1_width),
+               "ΔK falls like a power of m with a linear head and stays Θ(1) with a non-linear head.", fig1_width,
+               theory={"delta_k_max": {"linear head": -0.5, "softmax head": 0.0, "swish head": 0.0}}),
         Preset("fig1-time", "Figure 1 (right): ΔK(t) during training at one large width",
                "With a non-linear head ΔK(t) grows to Θ(1); with a linear head it stays near 0.", fig1_time),
         Preset("fig2-bottleneck", "Figure 2: ΔK vs bottleneck width in a wide 3-hidden-layer net",
                "A narrow bottleneck keeps the kernel moving; widening it makes ΔK smaller.", fig2_bottleneck),
         Preset("table1-hessian", "Table 1: model-Hessian norm at init vs width",
-               "‖H‖ ~ m^-1/2 with a linear head; Θ(1) with a non-linear head or a bottleneck.", table1_hessian),
+               "‖H‖ ~ m^-1/2 with a linear head; Θ(1) with a non-linear head or a bottleneck.", table1_hessian,
+               theory={"hessian_norm_init": {"linear head": -0.5, "swish head": 0.0, "bottleneck": 0.0}}),
         Preset("param-check", "Appendix A: ntk vs standard vs meanfield parameterization",
                "ntk and standard rescale ‖H‖ and K alike (same ‖H‖/K ∝ m^-1/2); meanfield's ‖H‖/K does not fall.",
-               param_check),
+               param_check, theory={"hessian_kernel_ratio_init": {"ntk": -0.5, "standard": -0.5, "meanfield": 0.0}}),
         Preset("lazy-is-not-small", "Section 1: ‖w*−w₀‖₂ = O(1) while ‖w*−w₀‖_∞ = O(1/√m)",
-               "The weights as a whole move O(1); each single weight moves O(1/√m).", lazy_is_not_small),
+               "The weights as a whole move O(1); each single weight moves O(1/√m).", lazy_is_not_small,
+               theory={"weight_change_l2": {"all": 0.0}, "weight_change_linf": {"all": -0.5}}),
+        Preset("finite-to-infinite", "Beyond the paper: the tangent kernel's distance from its infinite-width limit Θ∞",
+               "‖K(w₀) − Θ∞‖_F / ‖Θ∞‖_F falls like m^-1/2 under ntk and standard parameterization.", finite_to_infinite,
+               theory={"kernel_inf_distance_init": {"ntk": -0.5, "standard": -0.5}}),
     )
 }

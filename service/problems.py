@@ -1,9 +1,8 @@
 """Every error as RFC 9457 problem+json: raised problems, validation, HTTP errors, a lost database, bugs.
 
 Validation errors name the offending field by its dotted path in the request body
-(`model.hidden.0`, `data.x.3.1`): pydantic's location without the "body" prefix and
-without the union-member tags pydantic inserts (`gaussian_mixture`, `list[float]`, …),
-which are recognised by walking the request body along the location.
+(`model.hidden.0`, `data.x.3.1`), once per field and message, without pydantic's union
+noise (api_schemas/field_errors.py, shared with `ntklab run --local`).
 
 Every problem can be sent whatever the request held: a lone surrogate (`"\\ud800"` in a
 JSON body, a key or a value that a problem echoes) is not Unicode and has no UTF-8 form,
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
@@ -29,14 +27,11 @@ from starlette.routing import Match
 
 from api_schemas import problems as types
 from api_schemas.base import LONE_SURROGATE
+from api_schemas.field_errors import field_errors
 from api_schemas.problems import FieldError, Problem
 
 log = logging.getLogger(__name__)
 
-REQUEST_PARTS = ("body", "query", "path", "header", "cookie")
-LIMIT_KEYS = ("le", "lt", "ge", "gt", "max_length", "min_length", "multiple_of")
-MAX_REPORTED_ERRORS = 50
-MAX_ECHOED_STRING = 200
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
@@ -150,73 +145,3 @@ def summarize(errors: Sequence[FieldError]) -> str:
     shown = "; ".join(f"{error.field}: {error.message}" for error in errors[:3])
     more = len(errors) - 3
     return shown + (f" (and {more} more)" if more > 0 else "")
-
-
-def field_errors(errors: Sequence[dict[str, Any]], body: Any) -> list[FieldError]:
-    """pydantic errors → FieldErrors with dotted paths, deduplicated, at most MAX_REPORTED_ERRORS."""
-    seen: dict[tuple[str, str], FieldError] = {}
-    for error in errors:
-        field = dotted_field(error["loc"], body, error["type"])
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if (field, message) in seen:
-            continue
-        seen[(field, message)] = FieldError(
-            field=field,
-            message=message,
-            limit=_limit(error.get("ctx") or {}),
-            value=None if error["type"] == "missing" else echoable(error.get("input")),
-        )
-        if len(seen) == MAX_REPORTED_ERRORS:
-            break
-    return list(seen.values())
-
-
-def dotted_field(loc: Sequence[int | str], body: Any, error_type: str) -> str:
-    """("body", "data", "gaussian_mixture", "n_train") → "data.n_train"; ("query", "limit") → "limit"."""
-    parts = list(loc)
-    part_of_request = parts.pop(0) if parts and parts[0] in REQUEST_PARTS else None
-    if not parts:
-        return part_of_request or ""
-    node, known = body, part_of_request == "body"
-    kept: list[int | str] = []
-    for index, part in enumerate(parts):
-        if known and _has(node, part):
-            kept.append(part)
-            node = node[part]
-            continue
-        is_last = index == len(parts) - 1
-        if known and isinstance(part, str) and _is_union_tag(part, node, is_last, error_type):
-            continue
-        kept.append(part)
-        known = False
-    return ".".join(str(part) for part in kept)
-
-
-def echoable(value: Any) -> int | float | str | bool | None:
-    """A scalar safe to echo back: finite numbers, booleans and short strings; None otherwise."""
-    if isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str) and len(value) <= MAX_ECHOED_STRING:
-        return value
-    return None
-
-
-def _has(node: Any, part: int | str) -> bool:
-    if isinstance(node, dict):
-        return part in node
-    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-
-
-def _is_union_tag(part: str, node: Any, is_last: bool, error_type: str) -> bool:
-    if isinstance(node, dict) and node.get("kind") == part:
-        return True
-    return not (is_last and error_type == "missing")
-
-
-def _limit(ctx: dict[str, Any]) -> int | float | str | None:
-    for key in LIMIT_KEYS:
-        if key in ctx:
-            return echoable(ctx[key])
-    return None

@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    FetchedValue,
     Float,
     ForeignKey,
     Index,
@@ -62,11 +63,17 @@ class Sweep(Base):
     `spec` is the sweep as submitted with `base` written out canonically (every default
     filled in, the sweep's tags added): the one stored copy of what all its jobs share
     (store/sweep_specs.py). `idempotency_key` and `request_hash` (SHA-256 of the canonical
-    request) let a retried POST find the sweep it made.
+    request) let a retried POST find the sweep it made. `seq` is its creation order (GET /v1/sweeps
+    pages by it), given by the database: a sequence on PostgreSQL, a trigger on SQLite
+    (migrations/versions/0007_sweep_listing.py).
     """
 
     __tablename__ = "sweeps"
-    __table_args__ = (Index("ix_sweeps_owner_idempotency_key", "owner", "idempotency_key", unique=True),)
+    __table_args__ = (
+        Index("ix_sweeps_owner_idempotency_key", "owner", "idempotency_key", unique=True),
+        Index("ix_sweeps_seq", "seq", unique=True),
+        Index("ix_sweeps_owner_seq", "owner", "seq"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("swp"))
     owner: Mapped[str] = mapped_column(String(40), default=ANONYMOUS, index=True)
@@ -76,6 +83,16 @@ class Sweep(Base):
     request_hash: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    seq: Mapped[int | None] = mapped_column(Integer, server_default=FetchedValue())
+
+
+class SweepTag(Base):
+    """A tag of the sweep itself (its spec's top-level `tags`): what GET /v1/sweeps?tag= filters on."""
+
+    __tablename__ = "sweep_tags"
+
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
 
 
 class Job(Base):
@@ -138,15 +155,26 @@ class JobTag(Base):
     tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
 
 
+def _last_step(context) -> int | None:
+    """The insert's default for MetricChunk.last_step: the last of its `steps` (None for an empty chunk)."""
+    steps = context.get_current_parameters()["steps"]
+    return steps[-1] if steps else None
+
+
 class MetricChunk(Base):
     """A run of consecutive points of one series, stored compactly as two JSON arrays.
 
     A series is the concatenation of its chunks in `chunk` order for the job's latest
     attempt; a new attempt deletes the earlier attempt's chunks when it claims the job.
+    `last_step` (the chunk's last step, filled in from `steps` on insert) and its index on
+    (job_id, last_step) let a reader fetch only the chunks holding points after a given step.
     """
 
     __tablename__ = "metric_chunks"
-    __table_args__ = (UniqueConstraint("job_id", "name", "chunk", name="uq_metric_chunks_job_name_chunk"),)
+    __table_args__ = (
+        UniqueConstraint("job_id", "name", "chunk", name="uq_metric_chunks_job_name_chunk"),
+        Index("ix_metric_chunks_job_id_last_step", "job_id", "last_step"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
@@ -154,6 +182,7 @@ class MetricChunk(Base):
     chunk: Mapped[int] = mapped_column(Integer)
     steps: Mapped[list] = mapped_column(JSON)
     values: Mapped[list] = mapped_column(JSON)
+    last_step: Mapped[int | None] = mapped_column(Integer, default=_last_step)
 
 
 class Artifact(Base):

@@ -6,6 +6,11 @@ one Celery group. Nothing about progress is stored on the sweep row itself. The 
 holds the base spec once; each job row holds its patch (store/sweep_specs.py). Reads stay
 bounded whatever the sweep: counts are one GROUP BY, the table is read a page at a time,
 and the fits read only the succeeded jobs' patches and summaries.
+
+The list of sweeps is paged newest first by `Sweep.seq` as jobs are by `Job.seq`; a page's
+counts are one GROUP BY over its sweeps' jobs. Filtering by status filters on the status
+derived from those counts, written as an SQL expression (`derived_status`) that follows
+analysis.sweep_table.derive_status case by case.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from store import jobs_repo
-from store.models import Job, Sweep, new_id, utcnow
+from store.models import JOB_STATUSES, Job, Sweep, SweepTag, new_id, utcnow
 from store.sweep_specs import job_spec
 
 
@@ -54,6 +60,7 @@ def create_sweep(
         request_hash=request_hash, created_at=utcnow(),
     )
     session.add(sweep)
+    session.add_all(SweepTag(sweep_id=sweep.id, tag=tag) for tag in dict.fromkeys(spec.get("tags", ())))
     session.flush()
     job_ids = []
     for new in jobs:
@@ -73,6 +80,64 @@ def get_sweep(session: Session, scope: str | None, sweep_id: str) -> Sweep | Non
     """The sweep if `scope` may see it (scope None: the admin key, which sees all)."""
     mine = () if scope is None else (Sweep.owner == scope,)
     return session.scalar(select(Sweep).where(*mine, Sweep.id == sweep_id))
+
+
+@dataclass(frozen=True)
+class SweepFilter:
+    statuses: tuple[str, ...] = ()
+    tag: str | None = None
+
+
+def list_page(
+    session: Session, scope: str | None, where: SweepFilter, limit: int, before_seq: int | None
+) -> tuple[list[Sweep], bool]:
+    """Up to `limit` sweeps `scope` may see (None: all), newest first, below `before_seq`, and whether more follow."""
+    query = select(Sweep).where(*(() if scope is None else (Sweep.owner == scope,)))
+    if where.tag is not None:
+        query = query.where(select(SweepTag.sweep_id).where(SweepTag.sweep_id == Sweep.id, SweepTag.tag == where.tag).exists())
+    if where.statuses:
+        counts = _counts_by_sweep(scope).subquery()
+        query = query.outerjoin(counts, counts.c.sweep_id == Sweep.id).where(
+            derived_status({name: func.coalesce(counts.c[name], 0) for name in (*JOB_STATUSES, "total")},
+                           Sweep.cancel_requested).in_(where.statuses)
+        )
+    if before_seq is not None:
+        query = query.where(Sweep.seq < before_seq)
+    sweeps = list(session.scalars(query.order_by(Sweep.seq.desc()).limit(limit + 1)))
+    return sweeps[:limit], len(sweeps) > limit
+
+
+def counts_of(session: Session, sweep_ids: list[str]) -> dict[str, Counter]:
+    """{sweep id: {status: jobs}} for these sweeps, in one GROUP BY."""
+    counts: dict[str, Counter] = {sweep_id: Counter() for sweep_id in sweep_ids}
+    if sweep_ids:
+        rows = session.execute(
+            select(Job.sweep_id, Job.status, func.count()).where(Job.sweep_id.in_(sweep_ids)).group_by(Job.sweep_id, Job.status)
+        )
+        for sweep_id, status, count in rows:
+            counts[sweep_id][status] = count
+    return counts
+
+
+def _counts_by_sweep(scope: str | None):
+    """sweep_id, one count column per job status, and total, over the sweep jobs `scope` may see (a sweep's
+    jobs are its owner's); a sweep without jobs has no row."""
+    per_status = [func.sum(case((Job.status == status, 1), else_=0)).label(status) for status in JOB_STATUSES]
+    return (select(Job.sweep_id, *per_status, func.count().label("total"))
+            .where(*jobs_repo.visible(scope), Job.sweep_id.is_not(None)).group_by(Job.sweep_id))
+
+
+def derived_status(counts: dict[str, ColumnElement], cancel_requested: ColumnElement) -> ColumnElement:
+    """analysis.sweep_table.derive_status as an SQL CASE over per-status job counts and their `total`."""
+    queued, running, succeeded, cancelled, total = (counts[name] for name in ("queued", "running", "succeeded", "cancelled", "total"))
+    return case(
+        (or_(running > 0, and_(queued > 0, queued < total)), "running"),
+        (queued > 0, "queued"),
+        (and_(total > 0, succeeded == total), "succeeded"),
+        (or_(cancel_requested, cancelled == total), "cancelled"),
+        (succeeded > 0, "partial"),
+        else_="failed",
+    )
 
 
 def job_counts(session: Session, sweep_id: str) -> Counter:

@@ -5,7 +5,7 @@ from ntklab.resources.datasets import AsyncDatasets, Dataset, Datasets
 from ntklab.resources.jobs import ArtifactInfo, AsyncJobs, Job, Jobs, MetricSeries
 from ntklab.resources.models import AsyncModels, Model, Models
 from ntklab.resources.presets import AsyncPresets, Preset, Presets
-from ntklab.resources.sweeps import AsyncSweeps, Sweep, Sweeps
+from ntklab.resources.sweeps import AsyncSweeps, Sweep, Sweeps, SweepSummary
 
 __all__ = [
     "ArtifactInfo",
@@ -25,5 +25,6 @@ __all__ = [
     "Presets",
     "Sweep",
     "SweepRow",
+    "SweepSummary",
     "Sweeps",
 ]

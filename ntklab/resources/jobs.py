@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ntklab.client import AsyncClient, Client
 
 FINISHED = ("succeeded", "failed", "cancelled")
-PLOTTED_SERIES = ("delta_k", "loss", "weight_change_l2", "weight_change_linf")
+PLOTTED_SERIES = ("delta_k", "delta_k_logits", "loss", "weight_change_l2", "weight_change_linf")
 
 
 class Job(wire.Job):

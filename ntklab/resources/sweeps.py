@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field
@@ -27,7 +27,8 @@ class Sweep(wire.Sweep):
     """A sweep as the service reports it (api_schemas.sweeps.Sweep): status, counts, table, fits.
 
     `fits` are plain dicts (y, x, group_by, group, slope, slope_low, slope_high, intercept,
-    r_squared, points, verdict) so they print and tabulate as they are.
+    r_squared, points, verdict, group_label, theory_slope, x_label, y_label) so they print and
+    tabulate as they are.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -43,17 +44,34 @@ class Sweep(wire.Sweep):
         return [{"job_id": row.job_id, "status": row.status, **row.values, **row.summary} for row in self.table]
 
     def plot(self, x: str | None = None, y: str | None = None, *, path: str | None = None) -> Figure:
-        """The service's fits of y against x on log–log axes, drawn as GET /v1/sweeps/{id}/plot draws them:
-        per group its seed-averaged points ± std, its line y = e^intercept · x^slope and its verdict.
+        """The service's fits against x on log–log axes, drawn as GET /v1/sweeps/{id}/plot draws them: one
+        panel per y, per group its seed-averaged points ± std, its line y = e^intercept · x^slope named by
+        the group with slope and R², and the theory's slope dashed where the fit carries one; titled with
+        the sweep's name.
 
-        Nothing is re-fitted here: the figure is `fits` as the service returned them. x and y
-        default to the first fit's (the grouping is that fit's); a pair the sweep asked no fit
-        for raises ValueError naming the fits it has, and `client.sweeps.plot_image(id, x=..., y=...)`
-        has the service fit and draw any pair. Saved to `path` (.png, .svg, .pdf) if given.
+        Nothing is re-fitted here: the figure is `fits` as the service returned them. x defaults to
+        the first fit's, y to every y fitted against it; a pair the sweep asked no fit for raises
+        ValueError naming the fits it has, and `client.sweeps.plot_image(id, x=..., y=...)` has the
+        service fit and draw any pair. Saved to `path` (.png, .svg, .pdf) if given.
         """
         from ntklab.plots import sweep_figure
 
         return sweep_figure(self.fits, x=x, y=y, title=self.name or self.id, path=path)
+
+
+class SweepSummary(wire.SweepSummary):
+    """A sweep as `client.sweeps.list()` yields it (api_schemas.sweeps.SweepSummary): status, counts and
+    grid axes, without its spec, table or fits (`client.sweeps.retrieve(summary.id)` has those)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @property
+    def finished(self) -> bool:
+        return self.status in SWEEP_FINISHED
+
+
+def _list_params(status: str | Sequence[str] | None, tag: str | None, limit: int | None) -> dict[str, Any]:
+    return {"status": status, "tag": tag, "limit": limit}
 
 
 def idempotency_header(key: str | None) -> dict[str, str] | None:
@@ -93,6 +111,19 @@ class Sweeps:
         params = {"limit": limit, "after": after}
         return Sweep.model_validate(self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}", params=params).json())
 
+    def list(
+        self, *, status: str | Sequence[str] | None = None, tag: str | None = None, limit: int | None = None
+    ) -> Iterator[SweepSummary]:
+        """Every matching sweep (any of several statuses; a tag of the sweep itself), newest first,
+        fetching pages of `limit` as it goes."""
+        params = _list_params(status, tag, limit)
+        while True:
+            page = self._client._transport.request("GET", "/v1/sweeps", params=params).json()
+            yield from (SweepSummary.model_validate(item) for item in page["data"])
+            if not page.get("has_more") or not page.get("next"):
+                return
+            params = {**params, "after": page["next"]}
+
     def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
         """Every row of the sweep's table (`Sweep.rows()` form), reading it a page at a time."""
         after = None
@@ -114,8 +145,8 @@ class Sweeps:
     def fits(self, sweep_id: str) -> list[dict[str, Any]]:
         return self.retrieve(sweep_id).fits
 
-    def plot_image(self, sweep_id: str, *, x: str, y: str, format: str = "png") -> bytes:
-        """The service's own rendering of the log–log plot, as PNG or SVG bytes."""
+    def plot_image(self, sweep_id: str, *, x: str | None = None, y: str | None = None, format: str = "png") -> bytes:
+        """The service's own rendering of the log–log plot, as PNG or SVG bytes; x and y default to the first fit's."""
         params = {"x": x, "y": y, "format": format}
         return self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}/plot", params=params).content
 
@@ -152,6 +183,18 @@ class AsyncSweeps:
         response = await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}", params=params)
         return Sweep.model_validate(response.json())
 
+    async def list(
+        self, *, status: str | Sequence[str] | None = None, tag: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[SweepSummary]:
+        params = _list_params(status, tag, limit)
+        while True:
+            page = (await self._client._transport.request("GET", "/v1/sweeps", params=params)).json()
+            for item in page["data"]:
+                yield SweepSummary.model_validate(item)
+            if not page.get("has_more") or not page.get("next"):
+                return
+            params = {**params, "after": page["next"]}
+
     async def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
         after = None
         while True:
@@ -173,7 +216,9 @@ class AsyncSweeps:
     async def fits(self, sweep_id: str) -> list[dict[str, Any]]:
         return (await self.retrieve(sweep_id)).fits
 
-    async def plot_image(self, sweep_id: str, *, x: str, y: str, format: str = "png") -> bytes:
+    async def plot_image(
+        self, sweep_id: str, *, x: str | None = None, y: str | None = None, format: str = "png"
+    ) -> bytes:
         params = {"x": x, "y": y, "format": format}
         return (await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}/plot", params=params)).content
 

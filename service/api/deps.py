@@ -27,6 +27,12 @@ def session(request: Request) -> Iterator[Session]:
         yield opened
 
 
+def public_url(request: Request) -> str:
+    """The base of Location headers and artifact URLs, without a trailing slash: settings.public_url
+    if set, else the address this request came to (its scheme, Host and port, the app's root path)."""
+    return (request.app.state.settings.public_url or str(request.base_url)).rstrip("/")
+
+
 def broker(request: Request) -> Broker:
     return request.app.state.broker
 
@@ -55,3 +61,4 @@ SessionDep = Annotated[Session, Depends(session)]
 OwnerDep = Annotated[str, Depends(current_owner)]
 ScopeDep = Annotated[str | None, Depends(read_scope)]
 BrokerDep = Annotated[Broker, Depends(broker)]
+PublicUrlDep = Annotated[str, Depends(public_url)]

@@ -64,14 +64,37 @@ def test_wire_fits_carry_the_closed_form_slope_intercept_points_and_verdict():
         assert [(p.x, p.runs) for p in result.points] == [(float(width), 2) for width in WIDTHS]
         np.testing.assert_allclose([p.y_mean for p in result.points], means, rtol=1e-12)
         np.testing.assert_allclose([p.y_std for p in result.points], [0.2 * m / np.sqrt(2) for m in means], rtol=1e-12)
-    assert results[0].verdict == "output_activation=identity: delta_k_max ∝ x^-0.50 ± 0.00 (R² 1.00, 3 points)"
+    assert results[0].verdict == "linear head: delta_k_max ∝ x^-0.50 ± 0.00 (R² 1.00, 3 points)"
+    assert [(r.group_label, r.x_label, r.y_label) for r in results] == [("linear head", "width m", "ΔK"),
+                                                                        ("swish head", "width m", "ΔK")]
+    assert [r.theory_slope for r in results] == [None, None]  # the fit spec states no theory
+
+
+def test_each_group_carries_the_theory_slope_its_fit_spec_states_and_none_where_it_states_none():
+    fit = FIT.model_copy(update={"theory": {"linear head": -0.5, "softmax head": 0.0}})
+    slopes = {r.group_label: r.theory_slope for r in fit_results(_rows(), fit)}
+    assert slopes == {"linear head": -0.5, "swish head": None}
+    ungrouped = FitSpec(y="delta_k_max", x="model.hidden.0", theory={"all": -1.0})
+    (result,) = fit_results(_rows(), ungrouped)
+    assert (result.group_label, result.theory_slope) == ("all", -1.0)
+    assert result.verdict.startswith("delta_k_max ∝ x^"), "an ungrouped verdict does not start with 'all:'"
+
+
+def test_a_bottlenecks_width_is_labelled_m_b_and_an_ordinary_second_layer_is_not():
+    def rows(hidden_of):
+        return [SweepRow(str(b), "succeeded", {}, {"model": {"hidden": hidden_of(b)}}, {"delta_k_max": 1.0 / b})
+                for b in (3, 10, 30)]
+
+    fit = FitSpec(y="delta_k_max", x="model.hidden.1")
+    assert fit_results(rows(lambda b: [200, b, 200]), fit)[0].x_label == "bottleneck width m_b"
+    assert fit_results(rows(lambda b: [b, b]), fit)[0].x_label == "width of hidden layer 2"
 
 
 def test_a_group_with_one_width_has_no_fit_and_says_so():
     rows = [row for row in _rows() if row.spec["model"]["hidden"][0] == 30]
     (result, _) = fit_results(rows, FIT)
     assert result.slope is None and result.intercept is None and result.points == []
-    assert result.verdict == "output_activation=identity: too few points to fit delta_k_max"
+    assert result.verdict == "linear head: too few points to fit delta_k_max"
 
 
 def test_get_path_follows_keys_and_list_indices_and_returns_none_past_the_end():

@@ -42,6 +42,23 @@ def test_job_plot_draws_three_panels_and_saves(tmp_path):
     assert (tmp_path / "job.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_job_plot_shows_delta_k_of_the_logits_beside_the_outputs_for_a_nonlinear_head_with_a_title():
+    steps = np.array([0, 1, 10, 100])
+    outputs, logits = np.array([0.0, 0.2, 0.6, 0.9]), np.array([0.0, 0.001, 0.004, 0.006])
+    metrics = {"delta_k": MetricSeries(steps, outputs), "delta_k_logits": MetricSeries(steps, logits),
+               "loss": MetricSeries(steps, np.array([1.0, 0.5, 0.1, 0.001]))}
+    figure = _job().plot(metrics=metrics)
+    kernel_panel = figure.axes[0]
+    lines = {line.get_label(): line.get_ydata() for line in kernel_panel.lines}
+    assert sorted(lines) == ["ΔK(t) of the logits f", "ΔK(t) of the outputs φ(f)"]
+    np.testing.assert_array_equal(lines["ΔK(t) of the outputs φ(f)"], outputs)
+    np.testing.assert_array_equal(lines["ΔK(t) of the logits f"], logits)
+    assert [text.get_text() for text in kernel_panel.get_legend().get_texts()] == list(lines)
+    assert figure.get_suptitle() == "demo"
+    assert [axes.get_xlabel() for axes in figure.axes] == ["step"] * 3
+    assert [axes.get_ylabel() for axes in figure.axes] == ["ΔK(t)", "loss", "‖w_t − w₀‖"]
+
+
 def test_unbound_job_needs_metrics():
     with pytest.raises(TypeError, match="metrics="):
         _job().plot()
@@ -82,26 +99,28 @@ def _sweep(fits: list[dict]) -> Sweep:
 
 
 def _drawn(axes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per legend label: the line's (x, y) and the (x, mean) of the error-bar points in its colour."""
+    """Per legend label of a fitted (solid) line: the line's (x, y) and the (x, mean) of the error-bar points in its colour."""
     drawn = {}
     for line in axes.lines:
-        if not line.get_label().startswith("_"):
+        if not line.get_label().startswith("_") and line.get_linestyle() == "-":
             (bars,) = [c for c in axes.containers if c.lines[0].get_color() == line.get_color()]
             drawn[line.get_label()] = (line.get_xydata(), bars.lines[0].get_xydata())
     return drawn
 
 
-def test_sweep_plot_draws_the_services_fits_of_the_first_pair_not_a_refit_of_the_rows(tmp_path):
+def test_sweep_plot_draws_the_services_fits_of_the_first_x_one_panel_per_y_not_a_refit_of_the_rows(tmp_path):
     figure = _sweep(FITS).plot(path=str(tmp_path / "s.svg"))
-    (axes,) = figure.axes
+    axes, loss_axes = figure.axes
+    assert list(_drawn(loss_axes)) == ["final loss: slope -1.00 ± 0.05, R² 0.97"]
     drawn = _drawn(axes)
-    assert sorted(drawn) == [FITS[0]["verdict"], FITS[1]["verdict"]]
-    for fit in FITS[:2]:
-        line, points = drawn[fit["verdict"]]
+    legends = {"linear head: slope -0.30 ± 0.05, R² 0.97": FITS[0], "swish head: slope +0.12 ± 0.05, R² 0.97": FITS[1]}
+    assert sorted(drawn) == sorted(legends)
+    for label, fit in legends.items():
+        line, points = drawn[label]
         slope, intercept = np.polyfit(np.log(line[:, 0]), np.log(line[:, 1]), 1)
         assert slope == pytest.approx(fit["slope"], abs=1e-12) and intercept == pytest.approx(fit["intercept"], abs=1e-12)
         np.testing.assert_allclose(points, [(p["x"], p["y_mean"]) for p in fit["points"]])
-    assert (axes.get_xlabel(), axes.get_ylabel(), axes.get_title()) == ("model.hidden.0", "delta_k_max", "width")
+    assert (axes.get_xlabel(), axes.get_ylabel(), figure.get_suptitle()) == ("width m", "ΔK", "width")
     assert axes.get_xscale() == "log" and axes.get_yscale() == "log"
     assert b"<svg" in (tmp_path / "s.svg").read_bytes()[:500]
 
@@ -109,7 +128,7 @@ def test_sweep_plot_draws_the_services_fits_of_the_first_pair_not_a_refit_of_the
 def test_sweep_plot_picks_the_fit_of_the_pair_asked_for():
     drawn = _drawn(_sweep(FITS).plot("model.hidden.0", "final_loss").axes[0])
     ((line, points),) = drawn.values()
-    assert list(drawn) == [FITS[2]["verdict"]]
+    assert list(drawn) == ["final loss: slope -1.00 ± 0.05, R² 0.97"]
     assert np.polyfit(np.log(line[:, 0]), np.log(line[:, 1]), 1)[0] == pytest.approx(-1.0)
     np.testing.assert_allclose(points, [(16.0, 0.5), (256.0, 0.03)])
 
@@ -124,7 +143,8 @@ def test_a_pair_without_a_fit_is_refused_naming_the_fits_there_are():
 
 def test_fits_from_a_newer_service_with_more_keys_are_drawn():
     fits = [{**fit, "method": "ols"} for fit in FITS]
-    assert sorted(_drawn(_sweep(fits).plot().axes[0])) == [FITS[0]["verdict"], FITS[1]["verdict"]]
+    assert sorted(_drawn(_sweep(fits).plot(y="delta_k_max").axes[0])) == ["linear head: slope -0.30 ± 0.05, R² 0.97",
+                                                            "swish head: slope +0.12 ± 0.05, R² 0.97"]
 
 
 def test_importing_the_sdk_loads_no_matplotlib_scipy_or_torch_and_plotting_needs_no_scipy():

@@ -12,7 +12,7 @@ from store.db import make_engine
 from store.models import Base
 
 BACKENDS = ("sqlite", "postgresql")
-MODEL_TABLES = {"api_keys", "sweeps", "jobs", "job_tags", "metric_chunks", "artifacts", "blobs", "blob_chunks", "datasets", "models"}
+MODEL_TABLES = {"api_keys", "sweeps", "sweep_tags", "jobs", "job_tags", "metric_chunks", "artifacts", "blobs", "blob_chunks", "datasets", "models"}
 
 
 def schema_differences(url: str) -> list:

@@ -47,7 +47,7 @@ def test_fits_and_status_are_derived_from_the_jobs(client, db):
     assert fits["identity"]["slope"] == pytest.approx(-0.5)
     assert fits["swish"]["slope"] == pytest.approx(0.0, abs=1e-9)
     assert [point["runs"] for point in fits["identity"]["points"]] == [2, 2, 2]
-    assert fits["identity"]["verdict"].startswith("output_activation=identity: delta_k_max ∝ x^-0.50")
+    assert fits["identity"]["verdict"].startswith("linear head: delta_k_max ∝ x^-0.50")
     png = client.get(f"/v1/sweeps/{sweep['id']}/plot")
     assert png.status_code == 200 and png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
     svg = client.get(f"/v1/sweeps/{sweep['id']}/plot", params={"x": "model.hidden.0", "y": "delta_k_max", "format": "svg"})

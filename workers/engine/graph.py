@@ -1,10 +1,10 @@
 """A layer graph (`model.kind = "graph"`) as a torch network with the engine's network interface.
 
-    f(w; x) = c_r · W_r h_L(x) + b_r,   h_0 = x reshaped to model.input_shape,  h_l = layer_l(h_{l−1})
+    f(w; x) = c_r · W_r h_L(x) + β_r · b_r,   h_0 = x reshaped to model.input_shape,  h_l = layer_l(h_{l−1})
 
 where h_L [n, F] is the graph's final vector and the readout (W_r, b_r, c_r) is the model's
 output head, exactly as for the built-in kinds: a ScaledLinear F → O, frozen when
-train_output_layer is false, with c_r = 1/F under meanfield. The outputs are φ(f) for the
+train_output_layer is false, with c_r = 1/F and β_r = 1/√F under meanfield. The outputs are φ(f) for the
 head φ. The shapes come from api_schemas/architecture.py (the same plan the service counts
 parameters on); the layers are workers/engine/graph_layers.py, attention.py and the scaled
 layers of layers.py, each with the multiplier and initial std of parameterization.py for its
@@ -45,7 +45,7 @@ from workers.engine import graph_layers
 from workers.engine.activations import apply_head
 from workers.engine.attention import SelfAttention as SelfAttentionModule
 from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from workers.engine.parameterization import initialise_, multiplier_and_std
+from workers.engine.parameterization import bias_multiplier, initialise_, multiplier_and_std
 
 
 class GraphNetwork(nn.Module):
@@ -133,7 +133,8 @@ class LayerMaker:
 
     def linear(self, in_features: int, out_features: int, *, bias: bool, readout: bool = False) -> ScaledLinear:
         c, std = multiplier_and_std(in_features, self.parameterization, readout=readout)
-        layer = ScaledLinear(in_features, out_features, bias=bias, weight_multiplier=c, **self.common)
+        beta = bias_multiplier(in_features, self.parameterization, readout=readout)
+        layer = ScaledLinear(in_features, out_features, bias=bias, weight_multiplier=c, bias_multiplier=beta, **self.common)
         initialise_(layer, std, self.generator)
         return layer
 

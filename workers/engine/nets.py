@@ -3,7 +3,7 @@
 Every network computes logits f(w; x) ∈ R^O through hidden layers α^(1..L) and a linear
 readout, and outputs φ(f) for its head φ (activations.apply_head).
 
-    mlp:    α^(l) = σ_l(z^(l)),  z^(l) = c_l · W^(l) α^(l−1) + b^(l)
+    mlp:    α^(l) = σ_l(z^(l)),  z^(l) = c_l · W^(l) α^(l−1) + β_l · b^(l)
     cnn:    the same with convolutions (kernel_size, stride, padding); the readout sees the
             last feature map after global average pooling or flattening
     resnet: α^(1) = σ(first layer(x)), then `blocks` residual blocks
@@ -17,7 +17,8 @@ Parameterizations, with fan_in = in_features or in_channels·k² of the layer:
     standard   W ~ N(0, 1/fan_in), c = 1 (LeCun; the same function as ntk at init for a seed)
     meanfield  hidden layers as ntk, readout W ~ N(0, 1) with c = 1/fan_in
 
-Biases are b ~ N(0, 1) with multiplier 1. Weights are drawn in float64 from a CPU
+Biases are b ~ N(0, 1) with multiplier β = 1, except the mean-field readout's β = 1/√fan_in
+(parameterization.py says why). Weights are drawn in float64 from a CPU
 torch.Generator seeded with `seed`, layer by layer (weight, then bias), then cast, so a
 seed gives the same network on every device and dtype. `train_output_layer=False`
 freezes the readout (requires_grad False).
@@ -38,7 +39,7 @@ from api_schemas.spec import ModelSpec
 from workers.engine.activations import apply_head, hidden_activation
 from workers.engine.graph import GraphNetwork, build_graph_network
 from workers.engine.layers import ScaledConv2d, ScaledLinear
-from workers.engine.parameterization import initialise_, multiplier_and_std
+from workers.engine.parameterization import bias_multiplier, initialise_, multiplier_and_std
 
 
 class Stage(nn.Module):
@@ -153,7 +154,8 @@ def build_network(
 
 def _layer(plan: LayerPlan, model: ModelSpec, *, readout: bool, dtype, device) -> ScaledLinear | ScaledConv2d:
     multiplier, _ = multiplier_and_std(plan.fan_in, model.parameterization, readout=readout)
-    common = dict(bias=model.bias, weight_multiplier=multiplier, dtype=dtype, device=device)
+    beta = bias_multiplier(plan.fan_in, model.parameterization, readout=readout)
+    common = dict(bias=model.bias, weight_multiplier=multiplier, bias_multiplier=beta, dtype=dtype, device=device)
     if plan.kernel_size:
         return ScaledConv2d(
             plan.in_size, plan.out_size, plan.kernel_size, stride=plan.stride, padding=plan.padding, **common

@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from workers.engine import kernel_cost
-from workers.engine.activations import apply_head
+from workers.engine.activations import apply_head, head_of
 from workers.engine.kernel_rules import layer_kernel
 from workers.engine.layer_capture import capture, fallback_names, rule_parameters
 from workers.engine.nets import trainable_parameters
@@ -101,7 +101,7 @@ def relative_change(K_t: Tensor, K_0: Tensor) -> float:
 
 
 def _head(net: nn.Module, logits: Tensor, of: Of) -> Tensor:
-    return apply_head(net.head, logits) if of == "outputs" else logits
+    return apply_head(head_of(net), logits) if of == "outputs" else logits
 
 
 # --------------------------------------------------------------------------- structured

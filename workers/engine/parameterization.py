@@ -1,15 +1,24 @@
 """A weight layer's multiplier c and initial standard deviation under each parameterization.
 
-A layer computes z = c · (W applied to h) + b with raw weights W; with fan_in = in_features
+A layer computes z = c · (W applied to h) + β · b with raw weights W; with fan_in = in_features
 (dense), in_channels·k² (convolution) or 1 (an embedding table, whose one-hot input has norm 1):
 
     ntk        W ~ N(0, 1),          c = 1/√fan_in
     standard   W ~ N(0, 1/fan_in),   c = 1          (the same function as ntk at init for a seed)
     meanfield  hidden layers as ntk; the readout W ~ N(0, 1), c = 1/fan_in
 
-Biases are b ~ N(0, 1) with multiplier 1. The one rule of the built-in families (nets.py) and
-of layer graphs (graph.py), so a graph and a built-in network have the same weights for a seed.
-Draws are float64 from a CPU torch.Generator, the weight then the bias, then cast.
+A bias b ~ N(0, 1) enters as β · b, with β = c·√fan_in where the parameterization has
+multipliers, so its kernel block β²·GGᵀ is of the order of the weights' c²·(AAᵀ)⊙GGᵀ
+(‖a‖² ≈ fan_in for inputs of order 1), and 1 under standard, which has no multipliers:
+
+    ntk        β = 1
+    standard   β = 1           (the weights' block is fan_in times ntk's: the bias's share is O(1/fan_in))
+    meanfield  hidden layers as ntk; the readout β = 1/√fan_in   (β = 1 would carry the whole kernel)
+
+docs/diagnostics.md ("Bias multipliers") has the reasoning. The one rule of the built-in
+families (nets.py) and of layer graphs (graph.py), so a graph and a built-in network have the
+same weights for a seed. Draws are float64 from a CPU torch.Generator, the weight then the
+bias, then cast.
 """
 
 from __future__ import annotations
@@ -27,6 +36,13 @@ def multiplier_and_std(fan_in: int, parameterization: str, *, readout: bool) -> 
     if parameterization == "meanfield" and readout:
         return 1.0 / fan_in, 1.0
     return 1.0 / math.sqrt(fan_in), 1.0
+
+
+def bias_multiplier(fan_in: int, parameterization: str, *, readout: bool) -> float:
+    """β of the layer's bias: c·√fan_in (ntk 1, a mean-field readout 1/√fan_in), and 1 under standard."""
+    if parameterization == "meanfield" and readout:
+        return 1.0 / math.sqrt(fan_in)
+    return 1.0
 
 
 @torch.no_grad()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from api_schemas.run_warnings import RunWarning
+
 Scalar = float | int | bool | str | None
 
 
@@ -37,9 +39,12 @@ class Artifact:
 
 @dataclass
 class Result:
+    """warnings: why a result should not be read at face value (workers/engine/run_warnings.py)."""
+
     summary: dict[str, Scalar] = field(default_factory=dict)
     series: dict[str, Series] = field(default_factory=dict)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
+    warnings: list[RunWarning] = field(default_factory=list)
 
     def set(self, name: str, value: Scalar) -> None:
         self.summary[name] = finite_or_none(value)

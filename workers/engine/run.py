@@ -2,18 +2,21 @@
 
     run(spec, callbacks) -> Result
 
-Phases (reported through callbacks.progress): "data", "init" (tangent kernel, Hessian
-and layer sensitivity at w₀, the step size), "train" (once per step; the path
-diagnostics on the schedule of workers.engine.schedule), "final" (Hessian, sensitivity
-and artifacts at the last weights). Every recorded point goes to result.series and to
-callbacks.metric as it is recorded. Each path diagnostic is one function
-(PathState, step) -> {series name: value}; the modules that compute each number and
-their definitions are listed in docs/diagnostics.md.
+Phases, reported through callbacks.progress as they start (workers.engine.meter): "data",
+"build", then at w₀ "kernel", "hessian" (done / planned Hessian-vector products, with an
+ETA) and "sensitivity"; "train" once per step (the path diagnostics on the schedule of
+workers.engine.schedule run inside it); at the last weights "hessian" and "sensitivity";
+"storage" (the artifacts). summary.timings holds the seconds of each (training without the
+diagnostics measured along the way) and summary.wall_time_s the whole run. Every recorded
+point goes to result.series and to callbacks.metric as it is recorded. Each path diagnostic
+is one function (PathState, step) -> {series name: value}, timed as its phase; they share
+one forward pass per step (PathState.logits_at), and the outputs' kernel comes from the
+logits' one by the chain rule (head_kernel.py), so a step costs one kernel pass. The
+modules that compute each number and their definitions are listed in docs/diagnostics.md.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -22,15 +25,22 @@ from torch import Tensor
 
 from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics
 from workers.engine.artifacts import json_artifact, npy_artifact, weights_artifact
-from workers.engine.callbacks import Callbacks, NullCallbacks, Progress
+from workers.engine.activations import apply_head, head_of
+from workers.engine.callbacks import Callbacks, NullCallbacks
 from workers.engine.data import load_data
 from workers.engine.gradient import gradient_norms
 from workers.engine.hessian import HessianReport, model_hessian
+from workers.engine.head_kernel import outputs_kernel
 from workers.engine.hessian_ratio import hessian_grad_ratio
+from workers.engine.hessian_spectrum import HessianSpectrum, hessian_spectrum
+from workers.engine.loss_hessian import loss_hessian_split
+from workers.engine.infinite_width import infinite_width_report
 from workers.engine.linearization import linearization_errors
+from workers.engine.meter import Meter
 from workers.engine.nets import Network, build_network, trainable_parameters
 from workers.engine.ntk import Method, kernel_spectrum, relative_change, resolve_method, tangent_kernel
 from workers.engine.result import Artifact, Result, Scalar, Series
+from workers.engine.run_warnings import run_warnings
 from workers.engine.schedule import diagnostic_steps, loss_steps
 from workers.engine.sensitivity import layer_sensitivity
 from workers.engine.training import TrainingOutcome, auto_lr, train
@@ -41,20 +51,22 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | None = None) -> Result:
     """Train the spec's network and return its diagnostics; a diverged run still returns a Result."""
-    started = time.perf_counter()
+    meter = Meter(callbacks, spec.training.max_steps)
     device = resolve_device(device or spec.device)
     dtype, total = DTYPES[spec.dtype], spec.training.max_steps
     torch.manual_seed(spec.seed)
-    callbacks.progress(Progress(0, total, "data"))
-    data = load_data(spec, dtype=dtype, device=device)
-    callbacks.progress(Progress(0, total, "init"))
-    net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device)
-    path = start_path(spec, net, data.x_probe)
+    with meter.phase("data"):
+        data = load_data(spec, dtype=dtype, device=device)
+    with meter.phase("build"):
+        net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device)
+    path = start_path(spec, net, data.x_probe, meter)
+    path.train = (data.x_train, data.y_train)
     at_init = endpoint(spec, path, "init")
     lr = spec.training.lr
     if lr == "auto":
-        logits_kernel = path.kernels_init.get("logits", path.kernels_init["outputs"])
-        lr = auto_lr(kernel_spectrum(logits_kernel)[1], len(data.x_probe), head=net.head, loss=spec.training.loss)
+        with meter.phase("kernel", report=False):
+            logits_kernel = path.kernels_init.get("logits", path.kernels_init["outputs"])
+            lr = auto_lr(kernel_spectrum(logits_kernel)[1], len(data.x_probe), head=net.head, loss=spec.training.loss)
 
     result = Result()
     record = Recorder(result, callbacks)
@@ -63,18 +75,34 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
     loss_schedule = loss_steps(total)
 
     def observe(step: int, loss: float, final: bool) -> None:
+        meter.step = step
         if final or step in loss_schedule:
             record("loss", step, loss)
         if final or step in diagnostic_schedule:
-            for diagnostic in diagnostics:
-                for name, value in diagnostic(path, step).items():
+            for phase, diagnostic in diagnostics:
+                with meter.phase(phase, report=False):
+                    points = diagnostic(path, step)
+                for name, value in points.items():
                     record(name, step, value)
 
-    outcome = train(net, data, spec.training, lr=lr, seed=spec.seed, callbacks=callbacks, observe=observe)
-    callbacks.progress(Progress(outcome.steps, total, "final"))
+    with meter.phase("training", report=False):
+        outcome = train(net, data, spec.training, lr=lr, seed=spec.seed, callbacks=callbacks, observe=observe)
+    meter.step = outcome.steps
     at_end = endpoint(spec, path, "final", finite=outcome.outcome != "diverged")
-    summarise(result, spec, path, at_init, at_end, outcome, lr=lr, device=device, wall_time_s=time.perf_counter() - started)
-    result.artifacts.update(artifacts(spec, path, at_init, at_end))
+    summarise(result, spec, path, at_init, at_end, outcome, lr=lr, device=device)
+    with meter.phase("storage"):
+        result.artifacts.update(artifacts(spec, path, at_init, at_end))
+    if spec.diagnostics.infinite_width is not None:
+        with meter.phase("infinite_width"):
+            limit, files = infinite_width_report(spec, net, path.x, at_init.kernels, at_end.kernels,
+                                                 finite=outcome.outcome != "diverged", method=path.method)
+        for name, value in limit.items():
+            result.set(name, value)
+        result.artifacts.update(files)
+    with meter.phase("warnings", report=False):
+        result.warnings = run_warnings(spec, net, data, path.w0, {"init": at_init.hessian, "final": at_end.hessian}, result.summary)
+    result.summary["timings"] = {phase: round(seconds, 4) for phase, seconds in meter.clock.seconds().items()}
+    result.set("wall_time_s", meter.clock.elapsed())
     return result
 
 
@@ -107,6 +135,9 @@ class PathState:
     heads: the kernels measured, of the outputs φ(f) and, with a non-linear head, of the
     logits f. kernels: K [n·O, n·O] of each at the last measured step. hessian_schedule:
     the Hessian's norm and eigenvalues at each step of the schedule (`hessian.at: schedule`).
+    meter: the run's clock and progress. logits_step, logits: the step of the last forward
+    pass on x and its logits f(w; x) [n, O] (see logits_at). train: the training set (x [n, …], y [n, O])
+    the loss Hessian is taken over.
     """
 
     net: Network
@@ -114,45 +145,66 @@ class PathState:
     method: Method
     heads: tuple[str, ...]
     w0: dict[str, Tensor]
-    kernels_init: dict[str, Tensor]
-    kernels: dict[str, Tensor]
     hessian: HessianDiagnostics | None
+    meter: Meter
+    kernels_init: dict[str, Tensor] = field(default_factory=dict)
+    kernels: dict[str, Tensor] = field(default_factory=dict)
     hessian_schedule: list[dict] = field(default_factory=list)
+    logits_step: int | None = None
+    logits: Tensor | None = None
+    train: tuple[Tensor, Tensor] | None = None
+
+    def logits_at(self, step: int) -> Tensor:
+        """f(w_step; x) [n, O], one forward pass per step shared by the kernel, the linearization error and the endpoint.
+
+        The weights change only between training steps, so the step names the weights."""
+        if self.logits_step != step:
+            with torch.no_grad():
+                self.logits = self.net(self.x)
+            self.logits_step = step
+        return self.logits
 
 
 PathDiagnostic = Callable[[PathState, int], dict[str, float | None]]
 
 
-def start_path(spec: JobSpec, net: Network, x: Tensor) -> PathState:
+def start_path(spec: JobSpec, net: Network, x: Tensor, meter: Meter) -> PathState:
     """The state at w₀: a copy of the trainable weights and the tangent kernels there."""
-    method = resolve_method(net, (spec.diagnostics.kernel or KernelDiagnostics()).method, x)
-    heads = ("outputs", "logits") if net.head != "identity" else ("outputs",)
     w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
-    kernels = {of: tangent_kernel(net, x, method=method, of=of) for of in heads}
-    return PathState(net, x, method, heads, w0, kernels, dict(kernels), spec.diagnostics.hessian)
+    heads = ("outputs", "logits") if head_of(net) != "identity" else ("outputs",)
+    with meter.phase("kernel"):
+        method = resolve_method(net, (spec.diagnostics.kernel or KernelDiagnostics()).method, x)
+        path = PathState(net, x, method, heads, w0, spec.diagnostics.hessian, meter)
+        path.kernels_init = path.kernels = measure_kernels(path, 0)
+    return path
 
 
-def path_diagnostics(spec: JobSpec) -> list[PathDiagnostic]:
-    """The diagnostics the spec asks for at each scheduled step, in the order they are recorded."""
+def measure_kernels(path: PathState, step: int) -> dict[str, Tensor]:
+    """K(w_step) [n·O, n·O] of each head: one kernel pass, of the logits with a non-linear head, whose
+    outputs' kernel then follows by the chain rule K_φ = D K_f Dᵀ (head_kernel.py)."""
+    if path.heads == ("outputs",):
+        return {"outputs": tangent_kernel(path.net, path.x, method=path.method, of="outputs")}
+    K_logits = tangent_kernel(path.net, path.x, method=path.method, of="logits")
+    return {"outputs": outputs_kernel(K_logits, path.logits_at(step), head_of(path.net)), "logits": K_logits}
+
+
+def path_diagnostics(spec: JobSpec) -> list[tuple[str, PathDiagnostic]]:
+    """(phase, diagnostic) for each diagnostic the spec asks for at each scheduled step, in the order recorded."""
     wanted = spec.diagnostics
-    chosen: list[tuple[bool, PathDiagnostic]] = [
-        (wanted.kernel is not None, kernel_at),
-        (wanted.weight_change, weight_change_at),
-        (wanted.linearization_error, linearization_error_at),
-        (hessian_at(spec, "schedule"), hessian_norm_at),
+    chosen: list[tuple[bool, str, PathDiagnostic]] = [
+        (wanted.kernel is not None, "kernel", kernel_at),
+        (wanted.weight_change, "training", weight_change_at),
+        (wanted.linearization_error, "linearization", linearization_error_at),
+        (hessian_at(spec, "schedule"), "hessian", hessian_norm_at),
+        (wanted.loss_hessian is not None, "loss_hessian", loss_hessian_at(spec)),
     ]
-    return [diagnostic for on, diagnostic in chosen if on]
+    return [(phase, diagnostic) for on, phase, diagnostic in chosen if on]
 
 
 def kernel_at(path: PathState, step: int) -> dict[str, float | None]:
     """delta_k (and delta_k_logits) = ‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F; λ_min, λ_max of the outputs' K(w_t)."""
-    points: dict[str, float | None] = {}
-    for of in path.heads:
-        if step == 0:
-            path.kernels[of] = path.kernels_init[of]
-        else:
-            path.kernels[of] = tangent_kernel(path.net, path.x, method=path.method, of=of)
-        points[f"delta_k{suffix(of)}"] = relative_change(path.kernels[of], path.kernels_init[of])
+    path.kernels = path.kernels_init if step == 0 else measure_kernels(path, step)
+    points = {f"delta_k{suffix(of)}": relative_change(path.kernels[of], path.kernels_init[of]) for of in path.heads}
     lam_min, lam_max, _ = kernel_spectrum(path.kernels["outputs"])
     return points | {"kernel_lambda_min": lam_min, "kernel_lambda_max": lam_max}
 
@@ -167,7 +219,7 @@ def linearization_error_at(path: PathState, step: int) -> dict[str, float | None
     """The Taylor model's relative error on the probe set, from step 1 (it is 0/0 at w₀)."""
     if step == 0:
         return {}
-    errors = linearization_errors(path.net, path.x, path.w0, trainable_parameters(path.net))
+    errors = linearization_errors(path.net, path.x, path.w0, trainable_parameters(path.net), logits=path.logits_at(step))
     return {f"linearization_error{suffix(of)}": errors[of] for of in path.heads}
 
 
@@ -176,6 +228,19 @@ def hessian_norm_at(path: PathState, step: int) -> dict[str, float | None]:
     report = hessian_report(path)
     path.hessian_schedule.append({"step": step, "norm": report.norm, "eigenvalues": report.eigenvalues})
     return {"hessian_norm": report.norm}
+
+
+def loss_hessian_at(spec: JobSpec) -> PathDiagnostic:
+    """‖∇²L‖, its Gauss–Newton part, the rest and λ_min(K) over the training set at w_t (loss_hessian.py)."""
+    wanted, method = spec.diagnostics.loss_hessian, (spec.diagnostics.kernel or KernelDiagnostics()).method
+
+    def at(path: PathState, step: int) -> dict[str, float | None]:
+        split = loss_hessian_split(path.net, *path.train, spec.training.loss, iterations=wanted.iterations,
+                                   tolerance=wanted.tolerance, kernel_method=method)
+        return {"loss_hessian_norm": split.norm, "gauss_newton_norm": split.gauss_newton_norm,
+                "loss_hessian_rest_norm": split.rest_norm, "loss_kernel_lambda_min": split.kernel_lambda_min}
+
+    return at
 
 
 def suffix(of: str) -> str:
@@ -187,8 +252,13 @@ def hessian_at(spec: JobSpec, when: str) -> bool:
 
 
 def hessian_report(path: PathState) -> HessianReport:
+    """The model Hessian at the current weights, reported as phase "hessian" in Hessian-vector products."""
     h = path.hessian
-    return model_hessian(path.net, path.x[: h.probe_points], of="outputs", top_k=h.top_k, iterations=h.iterations)
+    with path.meter.counted("hessian") as progress:
+        return model_hessian(
+            path.net, path.x[: h.probe_points], of="outputs", top_k=h.top_k, iterations=h.iterations,
+            tolerance=h.tolerance, progress=progress,
+        )
 
 
 # --------------------------------------------------------------------------- at w₀ and at the end
@@ -200,7 +270,8 @@ class Endpoint:
 
     outputs φ(f(w; x_probe)) [n, O]; kernels {of: K [n·O, n·O]} (at the end only when measured
     along the path); hessian at the first `probe_points` probe points; layer sensitivity as
-    dicts of workers.engine.sensitivity.LayerSensitivity; weights as an .npz.
+    dicts of workers.engine.sensitivity.LayerSensitivity; weights as an .npz; spectrum: the
+    Hessian spectrum of `diagnostics.hessian_spectrum` (hessian_spectrum.py).
     """
 
     outputs: Tensor | None
@@ -208,23 +279,35 @@ class Endpoint:
     hessian: HessianReport | None
     sensitivity: list[dict] | None
     weights: Artifact | None
+    spectrum: HessianSpectrum | None = None
 
 
 def endpoint(spec: JobSpec, path: PathState, when: str, *, finite: bool = True) -> Endpoint:
     """The Endpoint at the network's current weights; only the weights when they are not finite."""
     wanted = spec.diagnostics
-    weights = weights_artifact(path.net) if wanted.save_weights else None
+    with path.meter.phase("storage", report=False):
+        weights = weights_artifact(path.net) if wanted.save_weights else None
     if not finite:
         return Endpoint(None, None, None, None, weights)
-    with torch.no_grad():
-        outputs = path.net.outputs(path.x)
+    outputs = apply_head(head_of(path.net), path.logits_at(path.meter.step))
     measured_along_path = wanted.kernel is not None
     kernels = dict(path.kernels) if when == "init" or measured_along_path else None
     hessian = hessian_report(path) if hessian_at(spec, when) else None
     sensitivity = None
     if wanted.layer_sensitivity:
-        sensitivity = [asdict(layer) for layer in layer_sensitivity(path.net, path.x, of="outputs")]
-    return Endpoint(outputs, kernels, hessian, sensitivity, weights)
+        with path.meter.phase("sensitivity"):
+            sensitivity = [asdict(layer) for layer in layer_sensitivity(path.net, path.x, of="outputs")]
+    return Endpoint(outputs, kernels, hessian, sensitivity, weights, spectrum_report(spec, path, when))
+
+
+def spectrum_report(spec: JobSpec, path: PathState, when: str) -> HessianSpectrum | None:
+    """The Hessian spectrum at the current weights if the spec asks for it `when`, reported in HVPs."""
+    wanted = spec.diagnostics.hessian_spectrum
+    if wanted is None or when not in wanted.at:
+        return None
+    with path.meter.counted("hessian_spectrum") as progress:
+        return hessian_spectrum(path.net, wanted, x_probe=path.x, x_train=path.train[0], y_train=path.train[1],
+                                loss=spec.training.loss, progress=progress)
 
 
 # --------------------------------------------------------------------------- summary and artifacts
@@ -232,7 +315,7 @@ def endpoint(spec: JobSpec, path: PathState, when: str, *, finite: bool = True) 
 
 def summarise(
     result: Result, spec: JobSpec, path: PathState, init: Endpoint, final: Endpoint, outcome: TrainingOutcome,
-    *, lr: float | None, device: str, wall_time_s: float,
+    *, lr: float | None, device: str,
 ) -> None:
     """The named scalars of DESIGN §3 (None where a diagnostic is off or not finite); "final" = the last point recorded."""
     diverged = outcome.outcome == "diverged"
@@ -245,6 +328,7 @@ def summarise(
         "lr": lr,
         "parameters": sum(p.numel() for p in path.w0.values()),
         "device": device,
+        "threads": torch.get_num_threads(),
         "dtype": spec.dtype,
         "kernel_method": path.method,
     }
@@ -260,13 +344,19 @@ def summarise(
     s["grad_norm_init"] = gradient_norms(init.kernels["outputs"]).max().item()
     s["hessian_norm_init"] = init.hessian.norm if init.hessian else None
     s["hessian_norm_final"] = final.hessian.norm if final.hessian else None
+    for when, at in (("init", init), ("final", final)):
+        s[f"hessian_norm_bound_{when}"] = at.hessian.norm_bound if at.hessian else None
+        s[f"hessian_hvps_{when}"] = at.hessian.hvps if at.hessian else None
     for name, power in (("hessian_grad_ratio_init", 1), ("hessian_kernel_ratio_init", 2)):
         s[name] = hessian_grad_ratio(init.hessian.norms, init.hessian.grad_norms, power=power) if init.hessian else None
     for name in ("weight_change_l2", "weight_change_linf"):
         s[name] = None if diverged else last(result, name)
     for of in path.heads:
         s[f"linearization_error_final{suffix(of)}"] = None if diverged else last(result, f"linearization_error{suffix(of)}")
-    s["wall_time_s"] = wall_time_s
+    if spec.diagnostics.hessian_spectrum is not None:
+        for when, at in (("init", init), ("final", final)):
+            s[f"hessian_spectrum_trace_{when}"] = at.spectrum.trace if at.spectrum else None
+            s[f"hessian_spectrum_trace_se_{when}"] = at.spectrum.trace_se if at.spectrum else None
     for name, value in s.items():
         result.set(name, value)
 
@@ -291,4 +381,7 @@ def artifacts(spec: JobSpec, path: PathState, init: Endpoint, final: Endpoint) -
     sensitivity = {when: at.sensitivity for when, at in endpoints.items() if at.sensitivity is not None}
     if sensitivity:
         out["layer_sensitivity.json"] = json_artifact(sensitivity)
+    spectra = {when: asdict(at.spectrum) for when, at in endpoints.items() if at.spectrum is not None}
+    if spectra:
+        out["hessian_spectrum.json"] = json_artifact(spectra)
     return out

@@ -15,7 +15,7 @@ from api_schemas.problems import Problem
 from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
 from config.settings import Settings
 from service.api import paging
-from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep
+from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import as_utc
 from service.array_upload import CheckedDataset, check_dataset
@@ -82,7 +82,7 @@ async def upload_dataset(
         label = label_from(name, received)
         row, created = await run_in_threadpool(_check_and_store, received, Path(folder), session, owner, label, settings)
     response.status_code = 201 if created else 200
-    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/datasets/{row.id}"
+    response.headers["Location"] = f"{public_url(request)}/v1/datasets/{row.id}"
     return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id]))
 
 

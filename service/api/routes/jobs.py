@@ -1,4 +1,4 @@
-"""/v1/jobs: create, list, retrieve, metrics, artifacts, cancel, delete."""
+"""/v1/jobs: create, list, retrieve, metrics, updates (a job and its new metric points), artifacts, cancel, delete."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ from sqlalchemy.exc import IntegrityError
 from api_schemas import problems as types
 from api_schemas.problems import Problem
 from api_schemas.estimate import estimate_job
-from api_schemas.resources import ArtifactInfo, ArtifactList, Job, JobEstimate, JobPage, JobStatus, Progress, Series
+from api_schemas.resources import (
+    ArtifactInfo, ArtifactList, Job, JobEstimate, JobPage, JobStatus, JobUpdate, Progress, Series,
+)
+from api_schemas.run_warnings import split_stored_summary
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from service import quota
 from service.api import paging
-from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
+from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.caps import check_spec_caps
 from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such job (or not yours)"}}
 DEFAULT_PAGE_SIZE = 20
+SinceStep = Annotated[int | None, Query(ge=0, le=2**31 - 1, description="only the points with a greater step")]
 
 SPEC_EXAMPLES = {
     "linear-head": {
@@ -95,6 +99,7 @@ def create_job(
     owner: OwnerDep,
     settings: SettingsDep,
     broker: BrokerDep,
+    public_url: PublicUrlDep,
     idempotency_key: Annotated[str | None, Header(alias=HEADER, description="retry-safe: same key + same body → the first answer")] = None,
 ) -> Job:
     """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final."""
@@ -103,7 +108,7 @@ def create_job(
     document = spec.model_dump(mode="json")
     digest = spec_hash(document)
     if key is not None and (first := jobs_repo.find_by_idempotency_key(session, owner, key)) is not None:
-        return _replay(first, digest, key, session, response, settings)
+        return _replay(first, digest, key, session, response, settings, public_url)
     parameters = check_spec_caps(spec, settings)
     with quota.reserve(session, owner, 1, settings):
         job = jobs_repo.create_job(
@@ -116,9 +121,9 @@ def create_job(
             first = jobs_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
             if first is None:
                 raise
-            return _replay(first, digest, key, session, response, settings)
+            return _replay(first, digest, key, session, response, settings, public_url)
     _publish(broker, job.id)
-    _accepted(response, job.id, settings)
+    _accepted(response, job.id, settings, public_url)
     return job_resource(job, list(dict.fromkeys(spec.tags)), with_spec=True)
 
 
@@ -156,18 +161,47 @@ def job_metrics(
     session: SessionDep,
     scope: ScopeDep,
     names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
+    since_step: SinceStep = None,
 ) -> dict[str, Series]:
-    """`{name: {step: [...], value: [...]}}` for the series recorded so far; unknown names are left out."""
+    """`{name: {step: [...], value: [...]}}` for the series recorded so far; unknown names are left out.
+
+    With `since_step`, only the points after that step (a series without any is left out): a reader that
+    holds the series up to step N appends what `since_step=N` returns.
+    """
     job = _owned_job(session, scope, job_id)
+    return _series(session, job.id, names, since_step)
+
+
+@router.get("/{job_id}/updates", response_model=JobUpdate, responses=NOT_FOUND, summary="A job and its new metric points")
+def job_updates(
+    job_id: str,
+    session: SessionDep,
+    scope: ScopeDep,
+    names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
+    since_step: SinceStep = None,
+) -> JobUpdate:
+    """The job (spec left out) and its metric points after `since_step`: one request per interval for a page
+    that follows a running job (the dashboard) — the job row by its key and the new chunks by the index
+    (job_id, last_step). A new attempt starts its series again from step 0, so when `attempts` changes, read
+    again without `since_step`; so too once the job has finished (a recomputed series replaces the streamed one)."""
+    job = _owned_job(session, scope, job_id)
+    return JobUpdate(
+        job=job_resource(job, jobs_repo.spec_tags(job), with_spec=False),
+        since_step=since_step,
+        metrics=_series(session, job.id, names, since_step),
+    )
+
+
+def _series(session, job_id: str, names: str | None, since_step: int | None) -> dict[str, Series]:
     wanted = [name.strip() for name in (names or "").split(",") if name.strip()]
-    series = jobs_repo.read_series(session, job.id, wanted)
+    series = jobs_repo.read_series(session, job_id, wanted, since_step)
     return {name: Series(step=steps, value=values) for name, (steps, values) in series.items()}
 
 
 @router.get("/{job_id}/artifacts", response_model=ArtifactList, responses=NOT_FOUND, summary="List artifacts")
-def list_artifacts(job_id: str, session: SessionDep, scope: ScopeDep, settings: SettingsDep) -> ArtifactList:
+def list_artifacts(job_id: str, session: SessionDep, scope: ScopeDep, public_url: PublicUrlDep) -> ArtifactList:
     job = _owned_job(session, scope, job_id)
-    base = f"{settings.public_url.rstrip('/')}/v1/jobs/{job.id}/artifacts/"
+    base = f"{public_url}/v1/jobs/{job.id}/artifacts/"
     return ArtifactList(
         data=[
             ArtifactInfo(
@@ -257,6 +291,7 @@ def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
 
 def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
     spec = job_spec(job) if with_spec else None
+    summary, warnings = split_stored_summary(job.summary)
     return Job(
         id=job.id,
         name=job.name,
@@ -270,7 +305,8 @@ def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
         progress=Progress(
             step=job.progress_step, total=job.progress_total, phase=job.progress_phase, eta_s=job.progress_eta_s
         ),
-        summary=job.summary,
+        summary=summary,
+        warnings=warnings,
         error=job.error,
         created_at=as_utc(job.created_at),
         enqueued_at=as_utc(job.enqueued_at),
@@ -316,16 +352,18 @@ def _no_artifact() -> ProblemError:
     return ProblemError(404, "this job has no artifact of that name")
 
 
-def _replay(first: models.Job, digest: str, key: str, session, response: Response, settings: Settings) -> Job:
+def _replay(
+    first: models.Job, digest: str, key: str, session, response: Response, settings: Settings, public_url: str
+) -> Job:
     if first.spec_hash != digest:
         raise refuse_reuse(key, first.id)
-    _accepted(response, first.id, settings)
+    _accepted(response, first.id, settings, public_url)
     response.headers["Idempotent-Replayed"] = "true"
     return job_resource(first, jobs_repo.spec_tags(first), with_spec=True)
 
 
-def _accepted(response: Response, job_id: str, settings: Settings) -> None:
-    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/jobs/{job_id}"
+def _accepted(response: Response, job_id: str, settings: Settings, public_url: str) -> None:
+    response.headers["Location"] = f"{public_url}/v1/jobs/{job_id}"
     response.headers["Retry-After"] = str(settings.retry_after_s)
 
 

@@ -13,7 +13,7 @@ from api_schemas import problems as types
 from api_schemas.problems import Problem
 from api_schemas.uploads import Model, ModelPage, TensorInfo
 from config.settings import Settings
-from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep
+from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
 from service.api.routes import StrictJSONRoute
 from service.api.routes.datasets import DEFAULT_PAGE_SIZE, delete_unless_used, label_from, owned, page
 from service.api.routes.jobs import as_utc
@@ -73,7 +73,7 @@ async def upload_model(
         label = label_from(name, received)
         row, created = await run_in_threadpool(_check_and_store, received, session, owner, label, settings)
     response.status_code = 201 if created else 200
-    response.headers["Location"] = f"{settings.public_url.rstrip('/')}/v1/models/{row.id}"
+    response.headers["Location"] = f"{public_url(request)}/v1/models/{row.id}"
     return model_resource(row, uploads_repo.blob_hashes(session, [row.blob_id]))
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 
 from api_schemas.sweeps import PresetInfo, PresetList, PresetRun, Sweep
-from service.api.deps import BrokerDep, OwnerDep, SessionDep, SettingsDep
+from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import PROBLEM
 from service.api.routes.sweeps import IDEMPOTENCY_KEY, SUBMIT_PROBLEMS, submit_sweep
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/presets", tags=["presets"], route_class=StrictJSO
 def list_presets() -> PresetList:
     return PresetList(data=[
         PresetInfo(name=preset.name, title=preset.title, claim=preset.claim, scales=list(SCALES),
-                   jobs={scale: grid_size(preset.sweep(scale).grid) for scale in SCALES})
+                   jobs={scale: grid_size(preset.sweep(scale).grid) for scale in SCALES}, theory=preset.theory)
         for preset in PRESETS.values()
     ])
 
@@ -40,6 +40,7 @@ def run_preset(
     owner: OwnerDep,
     settings: SettingsDep,
     broker: BrokerDep,
+    public_url: PublicUrlDep,
     run: Annotated[PresetRun | None, Body(openapi_examples={"cpu": {"value": {"scale": "cpu"}}})] = None,
     idempotency_key: Annotated[str | None, IDEMPOTENCY_KEY] = None,
 ) -> Response:
@@ -49,4 +50,4 @@ def run_preset(
     preset = PRESETS.get(name)
     if preset is None:
         raise ProblemError(404, f"no preset named {name!r}; GET /v1/presets lists them")
-    return submit_sweep(preset.sweep((run or PresetRun()).scale), session, owner, settings, broker, idempotency_key)
+    return submit_sweep(preset.sweep((run or PresetRun()).scale), session, owner, settings, broker, idempotency_key, public_url)

@@ -19,6 +19,7 @@ validated and encoded again on every poll.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -27,17 +28,18 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
 from analysis import sweep_table
+from analysis.fit_figure import chosen_fits
 from analysis.sweep_plot import MEDIA_TYPES, render_fits
 from analysis.sweep_table import fit_results
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
-from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSpec
+from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepPage, SweepSpec, SweepStatus, SweepSummary
 from config.settings import Settings
 from service import quota
 from service.api import paging
-from service.api.deps import BrokerDep, OwnerDep, ScopeDep, SessionDep, SettingsDep
+from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
-from service.api.routes.jobs import PROBLEM, as_utc
+from service.api.routes.jobs import DEFAULT_PAGE_SIZE, PROBLEM, as_utc
 from service.caps import check_spec_caps
 from service.grid import GridError, GridPoint, SweepBase, grid_points, grid_size, point_document, sweep_base
 from service.idempotency import HEADER, check_key, compact_json, digest, refuse_reuse, sweep_job_hash
@@ -79,10 +81,33 @@ def create_sweep(
     owner: OwnerDep,
     settings: SettingsDep,
     broker: BrokerDep,
+    public_url: PublicUrlDep,
     idempotency_key: Annotated[str | None, IDEMPOTENCY_KEY] = None,
 ) -> Response:
     """Expand the grid, store the sweep and one job per point in one transaction, publish them as a group."""
-    return submit_sweep(spec, session, owner, settings, broker, idempotency_key)
+    return submit_sweep(spec, session, owner, settings, broker, idempotency_key, public_url)
+
+
+@router.get("", response_model=SweepPage, summary="List sweeps, newest first")
+def list_sweeps(
+    session: SessionDep,
+    scope: ScopeDep,
+    settings: SettingsDep,
+    status: Annotated[list[SweepStatus] | None, Query(description="the sweep's derived status; repeat to match several")] = None,
+    tag: Annotated[str | None, Query(max_length=64, description="a tag of the sweep itself")] = None,
+    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = DEFAULT_PAGE_SIZE,
+    after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
+) -> SweepPage:
+    """The caller's sweeps (every owner's for the admin key) without their spec, table or fits."""
+    limit = paging.checked_limit(limit, settings, "sweeps")
+    where = sweeps_repo.SweepFilter(statuses=tuple(status or ()), tag=tag)
+    sweeps, has_more = sweeps_repo.list_page(session, scope, where, limit, paging.after_seq(after))
+    counts = sweeps_repo.counts_of(session, [sweep.id for sweep in sweeps])
+    return SweepPage(
+        data=[sweep_summary(sweep, counts[sweep.id]) for sweep in sweeps],
+        has_more=has_more,
+        next=paging.next_cursor(sweeps, has_more),
+    )
 
 
 @router.get("/{sweep_id}", response_model=Sweep, responses=NOT_FOUND, summary="Retrieve a sweep, its table and fits")
@@ -121,23 +146,28 @@ def plot_sweep(
     y: Annotated[str | None, Query(max_length=100, description="summary scalar; default: the first fit's y")] = None,
     format: Annotated[Literal["png", "svg"], Query()] = "png",
 ) -> Response:
+    """The fits the SDK's `sweep.plot(x, y)` draws (analysis.fit_figure.chosen_fits: with y left out, one panel per
+    y of that x), in the same drawing, titled with the sweep's name."""
     sweep = _owned_sweep(session, scope, sweep_id)
-    fit = _plotted_fit(sweep, x, y)
-    fits = fit_results(_succeeded_rows(session, sweep), fit)
-    return Response(render_fits(fits, x=fit.x, y=fit.y, fmt=format), media_type=MEDIA_TYPES[format])
+    specs = _plotted_fits(sweep, x, y)
+    rows = _succeeded_rows(session, sweep)
+    fits = [result for spec in specs for result in fit_results(rows, spec)]
+    image = render_fits(fits, title=sweep.name or sweep.id, x=specs[0].x, y=specs[0].y, fmt=format)
+    return Response(image, media_type=MEDIA_TYPES[format])
 
 
 def submit_sweep(
-    spec: SweepSpec, session, owner: str, settings: Settings, broker: Broker, idempotency_key: str | None
+    spec: SweepSpec, session, owner: str, settings: Settings, broker: Broker, idempotency_key: str | None, public_url: str
 ) -> Response:
-    """Shared by POST /v1/sweeps and POST /v1/presets/{name}: validate, count, store once, publish; or replay."""
+    """Shared by POST /v1/sweeps and POST /v1/presets/{name}: validate, count, store once, publish; or replay.
+    `public_url` is the base of the Location header (service.api.deps.public_url)."""
     key = check_key(idempotency_key)
     _check_grid_size(spec, settings)
     base = _named_grid_error(lambda: sweep_base(with_sweep_tags(spec)))
     document = sweep_document(spec, base)
     request_hash, size = _fingerprint(document)
     if key is not None and (first := sweeps_repo.find_by_idempotency_key(session, owner, key)) is not None:
-        return _replay(session, first, request_hash, key, settings)
+        return _replay(session, first, request_hash, key, settings, public_url)
     budget = _ByteBudget(settings.max_sweep_bytes)
     budget.add(size, "base", "the sweep's spec")
     jobs = _named_grid_error(lambda: list(_new_jobs(spec, base, request_hash, session, owner, settings, budget)))
@@ -152,12 +182,12 @@ def submit_sweep(
         first = sweeps_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
         if first is None:
             raise
-        return _replay(session, first, request_hash, key, settings)
+        return _replay(session, first, request_hash, key, settings, public_url)
     try:
         broker.enqueue_group(job_ids)
     except Exception as error:
         log.warning("sweep %s stored but not published yet (the reaper retries): %s", sweep.id, error)
-    return _sweep_response(session, sweep, settings.max_page_size, None, status_code=202, headers=_accepted(sweep, settings))
+    return _sweep_response(session, sweep, settings.max_page_size, None, status_code=202, headers=_accepted(sweep, settings, public_url))
 
 
 def with_sweep_tags(spec: SweepSpec) -> dict:
@@ -234,15 +264,15 @@ def _checked_caps(point: GridPoint, job_spec, settings: Settings) -> int:
         raise
 
 
-def _replay(session, first: models.Sweep, request_hash: str, key: str, settings: Settings) -> Response:
+def _replay(session, first: models.Sweep, request_hash: str, key: str, settings: Settings, public_url: str) -> Response:
     if first.request_hash != request_hash:
         raise refuse_reuse(key, first.id)
-    headers = _accepted(first, settings) | {"Idempotent-Replayed": "true"}
+    headers = _accepted(first, settings, public_url) | {"Idempotent-Replayed": "true"}
     return _sweep_response(session, first, settings.max_page_size, None, status_code=202, headers=headers)
 
 
-def _accepted(sweep: models.Sweep, settings: Settings) -> dict[str, str]:
-    return {"Location": f"{settings.public_url.rstrip('/')}/v1/sweeps/{sweep.id}", "Retry-After": str(settings.retry_after_s)}
+def _accepted(sweep: models.Sweep, settings: Settings, public_url: str) -> dict[str, str]:
+    return {"Location": f"{public_url}/v1/sweeps/{sweep.id}", "Retry-After": str(settings.retry_after_s)}
 
 
 def _sweep_response(
@@ -259,6 +289,20 @@ def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | No
     counts = sweeps_repo.job_counts(session, sweep.id)
     page, has_more = sweeps_repo.table_page(session, sweep.id, limit, after_seq)
     resource = Sweep(
+        **sweep_summary(sweep, counts).model_dump(exclude={"object", "axes"}),
+        spec={},
+        table=[{"job_id": row.job_id, "status": row.status, "values": row.values, "summary": row.summary,
+                "warnings": row.warnings} for row in sweep_table.table(sweep.spec, page)],
+        has_more=has_more,
+        next=paging.next_cursor(page, has_more),
+        fits=_fit_results(session, sweep),
+    )
+    return resource.model_copy(update={"spec": sweep.spec})
+
+
+def sweep_summary(sweep: models.Sweep, counts: Counter) -> SweepSummary:
+    """What GET /v1/sweeps shows of a sweep, from its row and its jobs' {status: count}."""
+    return SweepSummary(
         id=sweep.id,
         name=sweep.name,
         tags=list(sweep.spec.get("tags", [])),
@@ -267,14 +311,8 @@ def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | No
         total=sum(counts.values()),
         cancel_requested=sweep.cancel_requested,
         created_at=as_utc(sweep.created_at),
-        spec={},
-        table=[{"job_id": row.job_id, "status": row.status, "values": row.values, "summary": row.summary}
-               for row in sweep_table.table(sweep.spec, page)],
-        has_more=has_more,
-        next=paging.next_cursor(page, has_more),
-        fits=_fit_results(session, sweep),
+        axes=list(sweep.spec.get("grid", {})),
     )
-    return resource.model_copy(update={"spec": sweep.spec})
 
 
 def _fit_results(session, sweep: models.Sweep) -> list[FitResult]:
@@ -292,16 +330,16 @@ def _page_size(limit: int | None, settings: Settings) -> int:
     return settings.max_page_size if limit is None else paging.checked_limit(limit, settings, "rows")
 
 
-def _plotted_fit(sweep: models.Sweep, x: str | None, y: str | None) -> FitSpec:
-    fits = [FitSpec(**fit) for fit in sweep.spec.get("fits", [])]
-    for fit in fits:
-        if (x is None or fit.x == x) and (y is None or fit.y == y):
-            return fit
+def _plotted_fits(sweep: models.Sweep, x: str | None, y: str | None) -> list[FitSpec]:
+    """The sweep's fit specs `chosen_fits` picks; an (x, y) pair it asked no fit for is fitted here, ungrouped."""
+    chosen = chosen_fits([FitSpec(**fit) for fit in sweep.spec.get("fits", [])], x=x, y=y)
+    if chosen:
+        return chosen
     if x is None or y is None:
         raise ProblemError(422, "the sweep asked for no fit of that kind: pass both x and y", type=types.VALIDATION,
                            errors=[FieldError(field="x" if x is None else "y", message="required: the sweep has no matching fit")])
     try:
-        return FitSpec(x=x, y=y)
+        return [FitSpec(x=x, y=y)]
     except ValidationError:
         raise ProblemError(422, f"x = {x!r} is not a dotted spec path like model.hidden.0", type=types.VALIDATION,
                            errors=[FieldError(field="x", message="not a dotted spec path", value=x)]) from None

@@ -1,0 +1,41 @@
+"""A warning on a finished job or a fit: a result that should not be read at face value.
+
+    code                        raised when (docs/api.md, "Warnings")
+    kernel_dominated_by_group   one parameter tensor carries more than 90 % of tr K(w₀)
+    target_loss_not_reached     training stopped at max_steps or time_budget_s above target_loss
+    head_cannot_reach_targets   (mse) a target lies outside the closure of the head's image
+    hessian_not_converged       a reported Hessian value's residual bound exceeds tolerance·|θ|
+    head_curvature_zero         the Hessian was measured through a head with φ''(0) = 0 (tanh, sigmoid)
+
+A job's warnings are computed by the engine (workers/engine/run_warnings.py) and stored inside
+the job's summary under STORED_KEY; the job resource and a sweep's rows show them as their own
+field (`split_stored_summary`). A fit carries those of the points it was fitted on
+(analysis/fit_warnings.py), one entry per code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+
+class RunWarning(BaseModel):
+    """`code` (stable, for programs), `message` (for people) and the numbers behind it in `values`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(examples=["target_loss_not_reached"])
+    message: str
+    values: dict[str, JsonValue] = Field(default_factory=dict, examples=[{"final_loss": 0.084, "target_loss": 0.001}])
+
+
+STORED_KEY = "warnings"
+
+
+def split_stored_summary(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the summary without its warnings, the warnings) of a stored summary: (None, []) for none."""
+    if stored is None:
+        return None, []
+    summary = dict(stored)
+    return summary, summary.pop(STORED_KEY, [])

@@ -93,7 +93,8 @@ class Dashboard:
         """Go to /ui/#<route>; answer the API-key dialog the first time the API asks for a key."""
         self.page.goto(f"{self.url}/ui/#{route}")
         dialog = self.page.locator("#key-dialog")
-        self.page.wait_for_function("document.querySelector('#key-dialog').open || document.querySelector('main h1')")
+        # a selector, not wait_for_function: its polling compiles the predicate in the page, which the CSP forbids
+        self.page.locator("#key-dialog[open], main h1").first.wait_for()
         if dialog.evaluate("d => d.open"):
             self.page.fill("#key-input", self.key)
             self.page.press("#key-input", "Enter")

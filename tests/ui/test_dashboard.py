@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import time
 
 import httpx
 import numpy as np
@@ -68,9 +69,11 @@ def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for
     delta_k = page.locator('#curves [data-chart="delta_k"]')
     delta_k.wait_for(timeout=WATCH_MS)
     seen = points(page, '#curves [data-chart="delta_k"]')
-    page.wait_for_function(
-        "([seen]) => +document.querySelector('#curves [data-chart=\"delta_k\"]').dataset.points > seen"
-        " && document.querySelector('dd [data-status]').dataset.status === 'running'", arg=[seen], timeout=WATCH_MS)
+    deadline = time.monotonic() + WATCH_MS / 1000
+    while not (points(page, '#curves [data-chart="delta_k"]') > seen
+               and page.locator("dd [data-status]").get_attribute("data-status") == "running"):
+        assert time.monotonic() < deadline, "the ΔK curve gained no point while the job ran"
+        page.wait_for_timeout(200)
     alice.jobs.cancel(job.id)
     expect(page.locator("dd [data-status]")).to_have_attribute("data-status", "cancelled", timeout=WATCH_MS)
 

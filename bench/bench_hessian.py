@@ -6,7 +6,8 @@
 For each job spec, on its network at w₀ and its first `hessian.probe_points` probe points:
 
     old   every (point, output) run in turn, one unbatched torch.func jvp(grad) product per call,
-          a fixed number of Lanczos steps (tolerance 0): the engine before issue 14, kept here only
+          a fixed number of Lanczos steps (tolerance 0), each reorthogonalised by two full passes:
+          the engine before issue 14, kept here only
     new   workers.engine.hessian.model_hessian with the spec's settings (the cap `iterations`,
           `tolerance`, the memory-budgeted batch)
 
@@ -29,6 +30,7 @@ import json
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -41,7 +43,7 @@ from service.presets import table1_hessian
 from workers.engine.batched_hvp import FlatModel
 from workers.engine.data import load_data
 from workers.engine.hessian import HessianReport, Runs, model_hessian, report
-from workers.engine.lanczos import lanczos_many
+from workers.engine.lanczos import LanczosRun, lanczos_many
 from workers.engine.nets import build_network
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,8 +69,32 @@ def jobs() -> dict[str, tuple[dict, int]]:
     }
 
 
+def two_passes(run: LanczosRun, w: torch.Tensor) -> float:
+    """The reorthogonalisation before issue 14: two full Gram–Schmidt passes at every step."""
+    for _ in range(2):
+        for block in run._basis():
+            w -= block.T @ (block @ w)
+    return float(torch.linalg.norm(w))
+
+
+@contextmanager
+def old_reorthogonalisation():
+    new = LanczosRun._reorthogonalise
+    LanczosRun._reorthogonalise = two_passes
+    try:
+        yield
+    finally:
+        LanczosRun._reorthogonalise = new
+
+
 def old_model_hessian(net, x_probe, *, of="outputs", top_k=1, iterations=32, **_ignored) -> HessianReport:
-    """The engine before issue 14: per run, a fixed `iterations` Lanczos steps of single jvp(grad) products."""
+    """The engine before issue 14: per run, a fixed `iterations` Lanczos steps of single jvp(grad) products,
+    each step reorthogonalised twice in full."""
+    with old_reorthogonalisation():
+        return sequential_fixed_steps(net, x_probe, of=of, top_k=top_k, iterations=iterations)
+
+
+def sequential_fixed_steps(net, x_probe, *, of: str, top_k: int, iterations: int) -> HessianReport:
     model = FlatModel(net, of)
     runs = Runs(x_probe, model.output_dim(x_probe[0]), model.w)
     gradient = grad(model.picked)

@@ -1,6 +1,8 @@
 """Lanczos with certified stopping, for many symmetric operators advanced together.
 
-One run builds, with full reorthogonalisation (vectors and coefficients in float64), the
+One run builds, with full reorthogonalisation (vectors and coefficients in float64; one
+classical Gram–Schmidt pass after the three-term step, a second when the first removed more
+than a 1 − 1/√2 share of ‖w‖), the
 tridiagonal T_k = Q_kᵀ A Q_k of its operator A on R^dim from a unit start vector q_1:
 
     w = A q_j − α_j q_j − β_{j−1} q_{j−1},   α_j = q_jᵀ A q_j,   β_j = ‖w‖,   q_{j+1} = w / β_j
@@ -37,6 +39,9 @@ from torch import Tensor
 
 BLOCK = 8
 """Basis vectors per allocation: a run holds ⌈k/8⌉·8 float64 vectors of R^dim after k steps, not `steps`."""
+
+DGKS = 1 / np.sqrt(2)
+"""A reorthogonalisation pass is repeated when it left less than this fraction of ‖w‖."""
 
 BlockMatvec = Callable[[list[int], Tensor], Tensor]
 """(run ids [B], vectors [B, dim] in the operators' dtype) -> A_r v_r [B, dim]."""
@@ -75,10 +80,10 @@ class LanczosRun:
         w = product.to(torch.float64)
         alpha = float(w @ self.q)
         self.alphas.append(alpha)
-        for _ in range(2):
-            for block in self._basis():
-                w -= block.T @ (block @ w)
-        beta = float(torch.linalg.norm(w))
+        w -= alpha * self.q
+        if self.betas:
+            w -= self.betas[-1] * self._vector(self.taken - 2)
+        beta = self._reorthogonalise(w)
         self.scale = max(self.scale, abs(alpha), beta)
         self.residual = beta
         if beta <= self.invariant_below * self.scale or self.taken == self.steps or self._certified():
@@ -93,6 +98,27 @@ class LanczosRun:
         if j % BLOCK == 0:
             self.blocks.append(q.new_empty(min(BLOCK, self.steps - j), q.numel()))
         self.blocks[-1][j % BLOCK] = q
+
+    def _reorthogonalise(self, w: Tensor) -> float:
+        """Remove from w (in place) its components along q_1 … q_k by classical Gram–Schmidt, a second
+        pass only when the first shrank ‖w‖ below ‖w‖/√2 (Daniel–Gragg–Kaufman–Stewart: then twice
+        is enough); returns ‖w‖. One pass reads the basis twice (Qᵀw, then w − Q·h), so after the
+        three-term step has removed α_j q_j + β_{j−1} q_{j−1} a step costs two reads of the basis
+        instead of the four of two unconditional passes: on a float64 basis of large dim the
+        reads, not the product, are the step's cost."""
+        before = float(torch.linalg.norm(w))
+        for _ in range(2):
+            for block in self._basis():
+                w -= block.T @ (block @ w)
+            after = float(torch.linalg.norm(w))
+            if after >= DGKS * before:
+                return after
+            before = after
+        return after
+
+    def _vector(self, i: int) -> Tensor:
+        """q_{i+1}, the basis vector of (0-based) index i."""
+        return self.blocks[i // BLOCK][i % BLOCK]
 
     def _basis(self) -> list[Tensor]:
         """q_1 … q_k as row blocks."""

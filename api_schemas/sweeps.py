@@ -103,37 +103,8 @@ class FitResult(Strict):
     )
 
 
-class Sweep(Strict):
-    """A sweep as the API shows it: status and counts derived from its jobs, the table, the fits.
-
-    status, counts, total and fits are over all the sweep's jobs; `table` is one page of its
-    rows in grid order (GET /v1/sweeps/{id}?limit=&after=): `has_more` says whether rows follow,
-    and `next` is the `after` that reads them. `spec.base` is the base spec as stored, every
-    default written out.
-    """
-
-    id: str
-    object: Literal["sweep"] = "sweep"
-    name: str | None
-    tags: list[str]
-    status: SweepStatus
-    counts: dict[str, int]
-    total: int
-    cancel_requested: bool
-    created_at: Any
-    spec: dict[str, JsonValue]
-    table: list[SweepRow]
-    has_more: bool = False
-    next: str | None = None
-    fits: list[FitResult]
-
-
-class SweepSummary(Strict):
-    """A sweep as GET /v1/sweeps lists it: what Sweep says about it but its spec, table and fits.
-
-    `axes` are the grid's paths as submitted (a linked axis is "a,b"); status, counts and
-    total are over all the sweep's jobs, as in Sweep.
-    """
+class SweepState(Strict):
+    """What Sweep and SweepSummary both say of a sweep: status, counts and total over all its jobs."""
 
     id: str
     object: Literal["sweep"] = "sweep"
@@ -144,6 +115,31 @@ class SweepSummary(Strict):
     total: int
     cancel_requested: bool
     created_at: dt.datetime
+
+
+class Sweep(SweepState):
+    """A sweep as the API shows it: status and counts derived from its jobs, the table, the fits.
+
+    status, counts, total and fits are over all the sweep's jobs; `table` is one page of its
+    rows in grid order (GET /v1/sweeps/{id}?limit=&after=): `has_more` says whether rows follow,
+    and `next` is the `after` that reads them. `spec.base` is the base spec as stored, every
+    default written out.
+    """
+
+    spec: dict[str, JsonValue]
+    table: list[SweepRow]
+    has_more: bool = False
+    next: str | None = None
+    fits: list[FitResult]
+
+
+class SweepSummary(SweepState):
+    """A sweep as GET /v1/sweeps lists it: what Sweep says about it but its spec, table and fits.
+
+    `axes` are the grid's paths as submitted (a linked axis is "a,b"); status, counts and
+    total are over all the sweep's jobs, as in Sweep.
+    """
+
     axes: list[str]
 
 

@@ -20,7 +20,6 @@ import json
 import math
 import resource
 import statistics
-import sys
 import time
 
 import torch
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.bench_kernels import inputs, nngeometry_kernel, nngeometry_status, rss_bytes, measure_in_subprocess
+from bench.tables import print_head, print_row
 from workers.engine import kernel_cost, ntk
 from workers.engine.layers import ScaledConv2d, ScaledLinear
 from workers.engine.per_sample import panel_and_chunk, passes, per_sample_kernel
@@ -208,10 +208,11 @@ def cost_estimates(name: str, n: int) -> dict:
 def kernel_table(args) -> None:
     repeats = 3 if args.quick else 5
     sizes = (64,) if args.quick else (64, 256)
-    print(f"\n## Tangent kernel of layer graphs: median of {repeats} calls, {args.threads} thread(s), float32, "
-          "kernel of the logits\n")
-    print("| network | n | p | method | time (s) | × vs jacobian | peak extra RSS (MB) | cost model GFLOP | note |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print_head(
+        f"Tangent kernel of layer graphs: median of {repeats} calls, {args.threads} thread(s), float32, "
+        "kernel of the logits",
+        ["network", "n", "p", "method", "time (s)", "× vs jacobian", "peak extra RSS (MB)", "cost model GFLOP", "note"],
+    )
     for name in NETS:
         p = parameters(build(name, scaled=True))
         for n in sizes:
@@ -225,7 +226,7 @@ def kernel_table(args) -> None:
                     error = r["error"]
                     if method == "nngeometry" and name in NNGEOMETRY_NOTE:
                         error = f"{NNGEOMETRY_NOTE[name]} ({error})"
-                    print(f"| {LABELS[name]} | {n} | {p:,} | {method} | — | — | — | {gflop} | {error} |")
+                    print_row(LABELS[name], n, f"{p:,}", method, "—", "—", "—", gflop, error)
                     continue
                 notes = []
                 if "picked" in r:
@@ -233,9 +234,8 @@ def kernel_table(args) -> None:
                 if "check" in r:
                     notes.append(f"vs jacobian {r['check']:.1e}")
                 ratio = f"{reference / r['seconds']:.1f}×" if reference else "—"
-                print(f"| {LABELS[name]} | {n} | {p:,} | {method} | {r['seconds']:.3f} | {ratio} | "
-                      f"{r['peak_mb']:.0f} | {gflop} | {'; '.join(notes)} |")
-            sys.stdout.flush()
+                print_row(LABELS[name], n, f"{p:,}", method, f"{r['seconds']:.3f}", ratio, f"{r['peak_mb']:.0f}", gflop,
+                          "; ".join(notes))
 
 
 def main() -> None:

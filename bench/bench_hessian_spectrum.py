@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, hessian
 
 from api_schemas.spec import ModelSpec
+from bench.tables import print_head, print_row
 from workers.engine.activations import apply_head
 from workers.engine.curvature_operators import FlatWeights, loss_hessian_operator
 from workers.engine.nets import build_network
@@ -75,11 +75,12 @@ def estimate(net, x, y, probes: int, steps: int):
 def spectrum_table(args) -> None:
     torch.set_num_threads(args.threads)
     repeats = 1 if args.quick else 3
-    print(f"\n## Hessian spectrum: the loss Hessian of an mse mlp (d={D}, n={N}, O={O}, float64), "
-          f"median of {repeats} call(s), {args.threads} thread(s)\n")
-    print(f"| network | p | dense hessian + eigvalsh (s) | Hutchinson {TRACE_PROBES} HVPs (s) | trace error / se | "
-          f"SLQ {PROBES}×{STEPS} HVPs (s) | × vs dense | moments 1–4 max rel. error |")
-    print("|---|---|---|---|---|---|---|---|")
+    print_head(
+        f"Hessian spectrum: the loss Hessian of an mse mlp (d={D}, n={N}, O={O}, float64), "
+        f"median of {repeats} call(s), {args.threads} thread(s)",
+        ["network", "p", "dense hessian + eigvalsh (s)", f"Hutchinson {TRACE_PROBES} HVPs (s)", "trace error / se",
+         f"SLQ {PROBES}×{STEPS} HVPs (s)", "× vs dense", "moments 1–4 max rel. error"],
+    )
     for hidden in WIDTHS:
         net, x, y = problem(hidden)
         p = FlatWeights(net).w.numel()
@@ -89,9 +90,8 @@ def spectrum_table(args) -> None:
         exact = [float(np.mean(eigenvalues**r)) for r in range(1, 5)]
         moment_error = max(abs(m / e - 1) for m, e in zip(slq.moments(), exact))
         z = (trace.trace() - float(eigenvalues.sum())) / trace.trace_standard_error()
-        print(f"| mlp {hidden} | {p:,} | {dense_s:.3f} | {trace_s:.3f} | {z:+.1f} | {slq_s:.3f} ({hvps}) | "
-              f"{dense_s / slq_s:.1f}× | {moment_error:.2f} |")
-        sys.stdout.flush()
+        print_row(f"mlp {hidden}", f"{p:,}", f"{dense_s:.3f}", f"{trace_s:.3f}", f"{z:+.1f}", f"{slq_s:.3f} ({hvps})",
+                  f"{dense_s / slq_s:.1f}×", f"{moment_error:.2f}")
 
 
 def main() -> None:

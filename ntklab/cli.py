@@ -19,7 +19,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, Optional
 
@@ -323,6 +323,13 @@ def cancel(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_jso
 
 StatusOption = Annotated[Optional[list[str]], typer.Option("--status", help="queued, running, succeeded, failed, cancelled (repeat)")]
 LimitOption = Annotated[int, typer.Option("--limit", min=1, help="show at most this many")]
+LIST_PAGE_SIZE = 200
+"""Rows a list command asks for per request: the service's default page size limit (max_page_size)."""
+
+
+def _first(list_call: Callable[..., Iterable[Any]], limit: int, **filters: Any) -> list[Any]:
+    """The first `limit` items of a paged SDK list call, read in pages of at most LIST_PAGE_SIZE."""
+    return list(itertools.islice(list_call(**filters, limit=min(limit, LIST_PAGE_SIZE)), limit))
 
 
 @app.command("list")
@@ -337,7 +344,7 @@ def list_jobs(
 ) -> None:
     """List jobs, newest first."""
     with _client(url, api_key) as client:
-        jobs = list(itertools.islice(client.jobs.list(status=status, tag=tag, limit=min(limit, 200)), limit))
+        jobs = _first(client.jobs.list, limit, status=status, tag=tag)
     if as_json:
         _emit([job.model_dump(mode="json") for job in jobs])
         return
@@ -426,7 +433,7 @@ def list_sweeps(
 ) -> None:
     """List sweeps, newest first."""
     with _client(url, api_key) as client:
-        found = list(itertools.islice(client.sweeps.list(status=status, tag=tag, limit=min(limit, 200)), limit))
+        found = _first(client.sweeps.list, limit, status=status, tag=tag)
     if as_json:
         _emit([item.model_dump(mode="json") for item in found])
         return

@@ -55,6 +55,19 @@ class Job(wire.Job):
         return job_figure(metrics, title=self.name or self.id, path=path)
 
 
+class JobUpdate(wire.JobUpdate):
+    """What `jobs.updates` returns (api_schemas.resources.JobUpdate): the job without its spec, and the
+    metric points recorded after step `since_step` (all of them when it was None) as `{name: Series}`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    job: Job
+
+    def series(self, *, as_frame: bool = False) -> Any:
+        """`metrics` as `jobs.metrics` returns them: {name: MetricSeries} of numpy arrays, or a DataFrame."""
+        return parse_metrics({name: points.model_dump() for name, points in self.metrics.items()}, as_frame)
+
+
 class MetricSeries(NamedTuple):
     """values[i] was recorded at training step steps[i]; missing (non-finite) values are NaN."""
 
@@ -110,6 +123,10 @@ def _names(names: str | Sequence[str] | None) -> str | None:
     if names is None or isinstance(names, str):
         return names
     return ",".join(names)
+
+
+def _series_params(names: str | Sequence[str] | None, since_step: int | None) -> dict[str, Any]:
+    return {"names": _names(names), "since_step": since_step}
 
 
 def _idempotency(key: str | None) -> dict[str, str] | None:
@@ -182,12 +199,37 @@ class Jobs:
                     raise WaitTimeoutError(current, timeout)
                 time.sleep(delay)
 
-    def metrics(self, job: JobRef, names: str | Sequence[str] | None = None, *, as_frame: bool = False) -> Any:
-        """Recorded series by name (all when `names` is None) as numpy arrays or a DataFrame."""
+    def metrics(
+        self,
+        job: JobRef,
+        names: str | Sequence[str] | None = None,
+        *,
+        since_step: int | None = None,
+        as_frame: bool = False,
+    ) -> Any:
+        """Recorded series by name (all when `names` is None) as numpy arrays or a DataFrame.
+
+        With `since_step`, only the points with a greater step (a series without any is left out); how to
+        append them to series already held: docs/sdk.md, "Following a running job".
+        """
         response = self._client._transport.request(
-            "GET", f"/v1/jobs/{job_id(job)}/metrics", params={"names": _names(names)}
+            "GET", f"/v1/jobs/{job_id(job)}/metrics", params=_series_params(names, since_step)
         )
         return parse_metrics(response.json(), as_frame)
+
+    def updates(
+        self, job: JobRef, names: str | Sequence[str] | None = None, *, since_step: int | None = None
+    ) -> JobUpdate:
+        """The job (without its spec) and its metric points with a step greater than `since_step` (all when
+        None), in one request: what a loop that follows a running job asks for each interval. A new attempt
+        (`job.attempts` changed) records its series from step 0 again, and a finished job's series may be
+        recomputed: then read again without `since_step` (docs/sdk.md, "Following a running job")."""
+        response = self._client._transport.request(
+            "GET", f"/v1/jobs/{job_id(job)}/updates", params=_series_params(names, since_step)
+        )
+        update = JobUpdate.model_validate(response.json())
+        update.job._client = self._client
+        return update
 
     def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
         page = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts").json()
@@ -258,11 +300,26 @@ class AsyncJobs:
                     raise WaitTimeoutError(current, timeout)
                 await asyncio.sleep(delay)
 
-    async def metrics(self, job: JobRef, names: str | Sequence[str] | None = None, *, as_frame: bool = False) -> Any:
+    async def metrics(
+        self,
+        job: JobRef,
+        names: str | Sequence[str] | None = None,
+        *,
+        since_step: int | None = None,
+        as_frame: bool = False,
+    ) -> Any:
         response = await self._client._transport.request(
-            "GET", f"/v1/jobs/{job_id(job)}/metrics", params={"names": _names(names)}
+            "GET", f"/v1/jobs/{job_id(job)}/metrics", params=_series_params(names, since_step)
         )
         return parse_metrics(response.json(), as_frame)
+
+    async def updates(
+        self, job: JobRef, names: str | Sequence[str] | None = None, *, since_step: int | None = None
+    ) -> JobUpdate:
+        response = await self._client._transport.request(
+            "GET", f"/v1/jobs/{job_id(job)}/updates", params=_series_params(names, since_step)
+        )
+        return JobUpdate.model_validate(response.json())
 
     async def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
         page = (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts")).json()

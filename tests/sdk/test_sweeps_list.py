@@ -7,32 +7,14 @@ import datetime as dt
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
-from config.settings import Settings
-from ntklab.client import AsyncClient, Client
+from ntklab.client import AsyncClient
 from ntklab.resources import SweepSummary
-from service.app import create_app
-from store.migrate import upgrade
 
 
 def sweep_body(name: str, tags: list[str]) -> dict:
     return {"name": name, "tags": tags, "base": {"model": {"hidden": [4]}, "training": {"max_steps": 3}},
             "grid": {"model.hidden.0": [4, 8], "seed": [0, 1]}}
-
-
-@pytest.fixture
-def app(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ntklab.db'}"
-    upgrade(url, configure_logging=False)
-    return create_app(Settings(database_url=url, broker_url="filesystem://", broker_dir=tmp_path / "broker",
-                               reaper_enabled=False))
-
-
-@pytest.fixture
-def client(app):
-    with TestClient(app) as http:
-        yield Client(base_url="http://testserver", http_client=http, max_retries=0)
 
 
 def test_list_pages_newest_first_and_filters(client):

@@ -10,30 +10,12 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
 from torch import nn
 
-from config.settings import Settings
 from ntklab import errors
 from ntklab.client import AsyncClient, Client
 from ntklab.resources.models import export_onnx
-from service.app import create_app
-from store.migrate import upgrade
 from tests.upload_files import mlp_onnx
-
-
-@pytest.fixture
-def app(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ntklab.db'}"
-    upgrade(url, configure_logging=False)
-    return create_app(Settings(database_url=url, broker_url="filesystem://", broker_dir=tmp_path / "broker",
-                               public_url="http://testserver", reaper_enabled=False))
-
-
-@pytest.fixture
-def client(app):
-    with TestClient(app) as http:
-        yield Client(base_url="http://testserver", http_client=http, max_retries=0)
 
 
 def points(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

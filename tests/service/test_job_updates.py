@@ -11,8 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from store import api_keys
-from store.job_store import JobStore
-from workers.heartbeat import SeriesBuffer
+from tests.worker_writes import claimed_by_a_worker
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 # Series recorded at each step, in the order the engine records them; delta_k only every 5th step.
@@ -30,16 +29,7 @@ def recorded(steps: range):
 def running_job(client, app):
     """A job claimed by a worker, and flush(points): one heartbeat's write of those points, as the reporter writes it."""
     job_id = client.post("/v1/jobs", json=SMALL).json()["id"]
-    store = JobStore(app.state.sessions)
-    claim = store.claim(job_id, worker="w0", device="cpu")
-    buffer = SeriesBuffer()
-
-    def flush(points) -> None:
-        for name, step, value in points:
-            buffer.add(name, step, value)
-        store.report(claim, {"progress_step": max(step for _, step, _ in points)}, buffer.take())
-
-    return job_id, flush
+    return job_id, claimed_by_a_worker(app, job_id)
 
 
 def after(series: dict, step: int) -> dict:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import time
-from collections.abc import Iterator
 
 import pytest
 
 from config.settings import Settings
 from ntklab.serve import worker_env
 from tests.conftest import LiveStack
+from tests.faults.jobs import finished, submit, wait_for
 from workers.threads import cores_per_worker, owned_cores, worker_threads
 
 JOB = {
@@ -25,29 +24,15 @@ JOB = {
 
 
 @pytest.fixture(scope="module")
-def one_thread_stack(sqlite_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    stack = LiveStack(sqlite_stack | {"NTKLAB_WORKER_THREADS": "1"}, tmp_path_factory.mktemp("threads-logs"))
-    try:
-        stack.start_api()
-        stack.start_worker()
-        yield stack
-    finally:
-        stack.stop()
+def sqlite_stack(sqlite_stack: dict[str, str]) -> dict[str, str]:
+    """tests/conftest.py's embedded stack, its worker on one torch thread (what `live_stack` starts here)."""
+    return sqlite_stack | {"NTKLAB_WORKER_THREADS": "1"}
 
 
-def finished(stack: LiveStack, job_id: str, timeout_s: float = 120) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while (job := stack.client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("succeeded", "failed", "cancelled"):
-        assert time.monotonic() < deadline, f"job {job_id} still {job['status']} after {timeout_s} s"
-        time.sleep(0.1)
-    return job
-
-
-def test_the_worker_runs_torch_on_the_threads_it_was_given_and_times_storing(one_thread_stack):
-    assert "1 torch threads" in (one_thread_stack.logs / "worker0.log").read_text()
-    answer = one_thread_stack.client.post("/v1/jobs", json=JOB)
-    assert answer.status_code == 202, answer.text
-    job = finished(one_thread_stack, answer.json()["id"])
+@pytest.mark.parametrize("live_stack", ["sqlite+filesystem"], indirect=True)
+def test_the_worker_runs_torch_on_the_threads_it_was_given_and_times_storing(live_stack: LiveStack):
+    assert "1 torch threads" in (live_stack.logs / "worker0.log").read_text()
+    job = wait_for(live_stack, submit(live_stack, JOB), finished, timeout_s=120)
     assert job["status"] == "succeeded", job["error"]
     summary = job["summary"]
     assert summary["threads"] == 1

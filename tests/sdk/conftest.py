@@ -1,0 +1,29 @@
+"""The real service app on a migrated SQLite file of the test's own (filesystem broker, no worker), and the SDK on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from config.settings import Settings
+from ntklab.client import Client
+from service.app import create_app
+from store.migrate import upgrade
+
+
+@pytest.fixture
+def app(tmp_path) -> FastAPI:
+    url = f"sqlite:///{tmp_path / 'ntklab.db'}"
+    upgrade(url, configure_logging=False)
+    return create_app(Settings(database_url=url, broker_url="filesystem://", broker_dir=tmp_path / "broker",
+                               public_url="http://testserver", reaper_enabled=False))
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[Client]:
+    """A synchronous SDK client on `app`, without retries."""
+    with TestClient(app) as http:
+        yield Client(base_url="http://testserver", http_client=http, max_retries=0)

@@ -77,12 +77,12 @@ class LanczosRun:
     def advance(self, product: Tensor) -> None:
         """Record A q_j (float64 [dim]), extend T and decide whether the run is done."""
         self._store(self.q)
-        w = product.to(torch.float64)
+        w = product.to(torch.float64, copy=True)  # its own storage: updated in place, kept as q_{j+1}
         alpha = float(w @ self.q)
         self.alphas.append(alpha)
-        w -= alpha * self.q
+        w.add_(self.q, alpha=-alpha)
         if self.betas:
-            w -= self.betas[-1] * self._vector(self.taken - 2)
+            w.add_(self._vector(self.taken - 2), alpha=-self.betas[-1])
         beta = self._reorthogonalise(w)
         self.scale = max(self.scale, abs(alpha), beta)
         self.residual = beta
@@ -90,7 +90,7 @@ class LanczosRun:
             self.done = True
             return
         self.betas.append(beta)
-        self.q = w / beta
+        self.q = w.div_(beta)
 
     def _store(self, q: Tensor) -> None:
         """Append q_j to the basis, kept as blocks of BLOCK rows allocated as the run grows."""
@@ -109,7 +109,7 @@ class LanczosRun:
         before = float(torch.linalg.norm(w))
         for _ in range(2):
             for block in self._basis():
-                w -= block.T @ (block @ w)
+                w.addmv_(block.T, block @ w, alpha=-1)
             after = float(torch.linalg.norm(w))
             if after >= DGKS * before:
                 return after
@@ -181,7 +181,7 @@ def lanczos_many(
     admit()
     while active:
         ids = list(active)
-        products = block_matvec(ids, torch.stack([active[r].q for r in ids]).to(dtype))
+        products = block_matvec(ids, torch.stack([active[r].q.to(dtype) for r in ids]))
         for r, product in zip(ids, products):
             active[r].advance(product)
             if active[r].done:

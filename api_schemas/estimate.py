@@ -22,18 +22,36 @@ memory terms (bytes)
     cotangents   the kernel method's working set on the probe points, kernel_cost_model peak − K
                  (structured: per-sample cotangents n_p·O·Σ T·out; jacobian: n_p·O·p; ntk_vp: columns)
     lanczos      8·p·(iterations + 2) + 4·b·p              the float64 Krylov basis, and the HVP's vectors
+    infinite_width  8·n_p²·live + 3·8·(n_p·O)²             the layer maps' float64 [n_p, n_p, P, P] moments at the
+                 largest map (live entries per pair of points, api_schemas/limit_cost.py: 12·P² for an
+                 activation, 2·P_in² + P_pad² + 4·P² for a convolution, …) and the distance's float64 copies
+    spectrum     r·(8·p·(S + 6) + 3·b·N·a) + 6·b·p        hessian_spectrum: r = min(probes, ⌊256 MiB / (8·p·(S + 4)
+                 + 3·b·N·a)⌋ ∨ 1) probes run together (hessian_spectrum.probe_batch), each with its float64
+                 basis of S = lanczos_steps vectors and its Rademacher start, an HVP over N points (n for
+                 of = loss, 1 for of = model); the HVP's own vectors
+    loss_hessian 3·b·p + b·n·(a + O) + max(8·p·(I + 2) + 3·b·n·a, kernel_cost_model peak at n + 4·8·(nO)²)
+                 the three operators (their weights, the Gauss–Newton pullback over the n training points),
+                 then a Lanczos norm of I = iterations steps, then K of the n·O training rows and eigvalsh
 
-    peak = max(data, data kept + weights + kernel + max(activations + path, cotangents, lanczos))
+    peak = max(data, data kept + weights + kernel + max(activations + path, cotangents, lanczos, spectrum,
+                                                        infinite_width))
 
 where data kept = b·n·(d + O) (the float64 copies are gone once the data is on the device) and
-path = the larger of cotangents (kernel on the schedule) and lanczos (hessian.at "schedule"):
-the path diagnostics run while a full-batch step's graph is alive.
+path = the largest of cotangents (kernel on the schedule), lanczos (hessian.at "schedule") and
+loss_hessian: the path diagnostics run while a full-batch step's graph is alive.
 
 work terms (FLOPs; F = F₀ + a, kernel_cost_model's per-example forward cost)
     training     max_steps·3·B·F (+ n·F per step for a minibatch optimiser's full-set loss)
     kernel       h·(runs)·kernel_cost_model FLOPs of the method at n_p points + (4/3)(nO)³ per spectrum
     hessian      runs·P_h·O·(3F + iterations·(6F + 8p) + 4·iterations²·p)    P_h = min(hessian.probe_points, n_p)
     path         per scheduled step: 3·n_p·F (linearization error) + 4p (weight change)
+    infinite_width  n_p²·pair + n_p·point (limit_cost.py: window sums, closed forms or Mehler's series of
+                 at most 1024 terms, the Hermite coefficients by every rule) + (4/3)n_p³ (λ_min(Θ∞)), plus the
+                 final logits' kernel when diagnostics.kernel is off
+    hessian_spectrum  hvps·(6·N·F + 8p + 4·S·p)   hvps = |at|·H·R·S (spectrum_hvps): H Hessians (points·O of
+                 the model, 1 of the loss), R = probes + parameter groups (with block_norms) Lanczos runs of
+                 S = lanczos_steps HVPs each over N points; 4·S·p per step reorthogonalises
+    loss_hessian runs·(3·(I·(6·n·F + 8p) + 4·I²·p) + kernel_cost_model FLOPs at n + (4/3)(nO)³)
 
 with runs = 1 + the scheduled steps after 0 (log: ≤ points, every: ⌊max_steps/every⌋) + the final
 step (the kernel's schedule, or its default when diagnostics.kernel is off; then the kernel itself
@@ -45,15 +63,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api_schemas.architecture import plan_model_graph, plan_network
 from api_schemas.forward_profile import ForwardProfile, forward_profile
+from api_schemas.graph_plan import PlannedLayer
 from api_schemas.kernel_cost_model import MEMORY_BUDGET_BYTES, Cost, cheapest, method_costs
-from api_schemas.spec import JobSpec, KernelDiagnostics
+from api_schemas.limit_cost import limit_cost
+from api_schemas.spec import JobSpec, KernelDiagnostics, input_dim
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATE = {"gd": 0, "sgd": 0, "momentum": 1, "adam": 2}
 GENERATION_COPIES = 2
 KERNEL_FACTORS = 3
 FLOAT64_KERNEL_COPIES = 4
+LIMIT_DISTANCE_COPIES = 3
+RADEMACHER_COPIES = 2
+HVP_VECTORS = 6
 
 
 @dataclass(frozen=True)
@@ -109,9 +133,9 @@ def estimate_job(spec: JobSpec) -> Estimate:
     """The estimate of the module docstring; raises ValueError (naming the field) if the model cannot be planned."""
     prof = forward_profile(spec)
     sizes = _sizes(spec, prof)
-    kernel_method, kernel_cost = _kernel_cost(spec, prof, sizes)
-    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost)
-    work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost)
+    kernel_method, kernel_cost = _kernel_cost(spec, prof, sizes, sizes.probe)
+    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost) + _new_diagnostics_memory(spec, prof, sizes)
+    work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost) + _new_diagnostics_work(spec, prof, sizes)
     return Estimate(_peak(spec, prof, sizes, memory), float(sum(term.value for term in work)), memory, work)
 
 
@@ -129,9 +153,9 @@ def _sizes(spec: JobSpec, prof: ForwardProfile) -> _Sizes:
     )
 
 
-def _kernel_cost(spec: JobSpec, prof: ForwardProfile, sizes: _Sizes) -> tuple[str, Cost]:
-    """The method the worker would use on the probe points (auto: the cost model's choice) and its cost."""
-    costs = method_costs(prof.kernel_profile(sizes.itemsize), sizes.probe, MEMORY_BUDGET_BYTES)
+def _kernel_cost(spec: JobSpec, prof: ForwardProfile, sizes: _Sizes, points: int) -> tuple[str, Cost]:
+    """The method the worker would use on `points` points (auto: the cost model's choice) and its cost."""
+    costs = method_costs(prof.kernel_profile(sizes.itemsize), points, MEMORY_BUDGET_BYTES)
     wanted = (spec.diagnostics.kernel or KernelDiagnostics()).method
     method = cheapest(costs, MEMORY_BUDGET_BYTES) if wanted == "auto" else wanted
     return method, costs[method]
@@ -168,13 +192,53 @@ def _memory_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, c
     )
 
 
+def _new_diagnostics_memory(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
+    """infinite_width, spectrum and loss_hessian of the module docstring (0 when off)."""
+    diagnostics, b, p, a, O = spec.diagnostics, s.itemsize, prof.trainable, prof.saved, s.outputs
+    limit = 0
+    if diagnostics.infinite_width is not None:
+        limit = 8 * s.probe**2 * limit_cost(spec).live + LIMIT_DISTANCE_COPIES * 8 * (s.probe * O) ** 2
+    spectrum, wanted = 0, diagnostics.hessian_spectrum
+    if wanted is not None:
+        per_probe = 8 * p * (wanted.lanczos_steps + 4) + 3 * _spectrum_points(spec, s) * b * a
+        together = min(wanted.probes, max(1, MEMORY_BUDGET_BYTES // per_probe))
+        spectrum = together * (per_probe + RADEMACHER_COPIES * 8 * p) + HVP_VECTORS * b * p
+    split, rows = 0, s.n * O
+    if diagnostics.loss_hessian is not None:
+        basis = 8 * p * (diagnostics.loss_hessian.iterations + 2) + 3 * b * s.n * a
+        kernel = _kernel_cost(spec, prof, s, s.n)[1].peak + FLOAT64_KERNEL_COPIES * 8 * rows**2
+        split = 3 * b * p + b * s.n * (a + O) + max(basis, kernel)
+    return (
+        Term("infinite_width", limit,
+             f"8·n_p²·{limit_cost(spec).live}: the layer maps' [n_p, n_p, P, P] float64 moments at the largest map, "
+             f"n_p = {s.probe} (api_schemas/limit_cost.py), and 3 float64 (n_p·O)² copies of the distance"
+             if limit else "no infinite-width kernels"),
+        Term("spectrum", spectrum,
+             f"min(probes, budget)·(8·p·(lanczos_steps + 6) + 3·b·N·a) + 6·b·p: the probes run together, each with "
+             f"its float64 Lanczos basis and start of p = {p} weights and an HVP's graph over "
+             f"N = {_spectrum_points(spec, s)} points, and the HVP's vectors"
+             if spectrum else "no Hessian spectrum"),
+        Term("loss_hessian", split,
+             f"3·b·p + b·n·(a + O) + max(8·p·(iterations + 2) + 3·b·n·a, kernel): the three operators over "
+             f"n = {s.n} training points, a Lanczos norm, and the tangent kernel of n·O = {rows} rows with its eigvalsh"
+             if split else "no loss-Hessian split"),
+    )
+
+
+def _spectrum_points(spec: JobSpec, s: _Sizes) -> int:
+    """The points one HVP of the Hessian spectrum runs over: the training set for the loss, one probe point for the model."""
+    return s.n if spec.diagnostics.hessian_spectrum.of == "loss" else 1
+
+
 def _peak(spec: JobSpec, prof: ForwardProfile, s: _Sizes, memory: tuple[Term, ...]) -> int:
     term = {t.name: t.value for t in memory}
     diagnostics = spec.diagnostics
     on_path = max(term["cotangents"] * (diagnostics.kernel is not None),
-                  term["lanczos"] * (diagnostics.hessian is not None and "schedule" in diagnostics.hessian.at))
+                  term["lanczos"] * (diagnostics.hessian is not None and "schedule" in diagnostics.hessian.at),
+                  term["loss_hessian"])
     kept = s.itemsize * s.n * (prof.input_elements + s.outputs) + term["weights"] + term["kernel"]
-    phases = max(term["activations"] + on_path, term["cotangents"], term["lanczos"])
+    phases = max(term["activations"] + on_path, term["cotangents"], term["lanczos"], term["spectrum"],
+                 term["infinite_width"])
     return int(max(term["data"], kept + phases))
 
 
@@ -202,3 +266,60 @@ def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cos
         Term("hessian", hessian, f"Lanczos ({hessian_spec.iterations} HVPs) per probe point and output" if hessian_spec else "no Hessian"),
         Term("path", path, f"linearization error and weight change at {s.runs} steps"),
     )
+
+
+def _new_diagnostics_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
+    """infinite_width, hessian_spectrum and loss_hessian of the module docstring (0 when off)."""
+    diagnostics, F, p, O = spec.diagnostics, prof.flops + prof.saved, prof.trainable, s.outputs
+    limit = 0.0
+    if diagnostics.infinite_width is not None:
+        cost, final_kernel = limit_cost(spec), 0.0 if diagnostics.kernel is not None else _kernel_cost(spec, prof, s, s.probe)[1].flops
+        limit = s.probe**2 * cost.pair_flops + s.probe * cost.point_flops + 4 / 3 * s.probe**3 + final_kernel
+    spectrum, hvps, wanted = 0.0, spectrum_hvps(spec), diagnostics.hessian_spectrum
+    if wanted is not None:
+        steps = wanted.lanczos_steps
+        spectrum = hvps * (6 * _spectrum_points(spec, s) * F + 8 * p + 4 * steps * p)
+    split, rows = 0.0, s.n * O
+    if diagnostics.loss_hessian is not None:
+        it = diagnostics.loss_hessian.iterations
+        norms = 3 * (it * (6 * s.n * F + 8 * p) + 4 * it * it * p)
+        split = s.runs * (norms + _kernel_cost(spec, prof, s, s.n)[1].flops + 4 / 3 * rows**3)
+    return (
+        Term("infinite_width", limit, f"the layer maps on n_p = {s.probe} probe points: n_p²·pair + n_p·point FLOPs "
+             "(api_schemas/limit_cost.py), λ_min(Θ∞)" + ("" if diagnostics.kernel is not None else ", the final kernel")
+             if limit else "no infinite-width kernels"),
+        Term("hessian_spectrum", spectrum, f"{hvps} HVPs (probes and block norms × lanczos_steps per Hessian, at "
+             f"{len(wanted.at)} points of the run) and their reorthogonalisation" if wanted else "no Hessian spectrum"),
+        Term("loss_hessian", split, f"{s.runs} scheduled steps × (3 Lanczos norms of ≤ {diagnostics.loss_hessian.iterations} "
+             f"HVPs over n = {s.n} points + the n·O = {rows}-row kernel and its eigvalsh)" if split else "no loss-Hessian split"),
+    )
+
+
+def spectrum_hvps(spec: JobSpec) -> int:
+    """HVPs of diagnostics.hessian_spectrum at most (every Lanczos run to lanczos_steps): |at|·H·R·S with
+    H = points·O Hessians of the model or 1 of the loss, R = probes + parameter groups (with block_norms)."""
+    wanted = spec.diagnostics.hessian_spectrum
+    if wanted is None:
+        return 0
+    hessians = 1 if wanted.of == "loss" else min(wanted.points, spec.data.probe_n()) * (spec.model.output_dim or 1)
+    runs = wanted.probes + (_parameter_groups(spec) if wanted.block_norms else 0)
+    return len(wanted.at) * hessians * runs * wanted.lanczos_steps
+
+
+def _parameter_groups(spec: JobSpec) -> int:
+    """The layers that own trainable weights (workers/engine/curvature_operators.parameter_groups), readout included."""
+    model = spec.model
+    input_shape = spec.image_shape() or (input_dim(spec.data),)
+    if model.kind == "onnx":  # no layer plan: the weight layers its upload's profile lists
+        return max(1, len(forward_profile(spec).layers))
+    if model.kind == "graph":
+        hidden = sum(_weight_layers(planned) for planned in plan_model_graph(model, input_shape).layers)
+    else:
+        hidden = len(plan_network(model, input_shape).hidden)
+    return hidden + model.train_output_layer
+
+
+def _weight_layers(planned: PlannedLayer) -> int:
+    if planned.branch:
+        return sum(_weight_layers(inner) for inner in planned.branch) + (planned.projection_stride is not None)
+    return int(planned.parameters > 0)

@@ -55,8 +55,9 @@ class JobEstimate(Resource):
     """What the job should take, estimated from its spec alone (docs/operations.md, "Memory and work estimate").
 
     memory_bytes is the estimated peak and memory the terms it is made of (data, weights,
-    activations, kernel, cotangents, lanczos); flops the estimated work and work its terms
-    (training, kernel, hessian, path). Steps are counted to training.max_steps.
+    activations, kernel, cotangents, lanczos, infinite_width, spectrum, loss_hessian); flops the
+    estimated work and work its terms (training, kernel, hessian, path, infinite_width,
+    hessian_spectrum, loss_hessian). Steps are counted to training.max_steps.
     """
 
     memory_bytes: int

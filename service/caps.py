@@ -10,7 +10,9 @@ Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     training.max_steps             ≤ max_steps
     estimate         peak memory ≤ max_job_memory_bytes, work ≤ max_job_flops (api_schemas/estimate.py,
                      from the spec alone); the error names the largest term, its size and formula, on
-                     the field that drives it (MEMORY_FIELDS, WORK_FIELDS)
+                     the field that drives it (MEMORY_FIELDS, WORK_FIELDS: e.g. the infinite-width
+                     layer maps on diagnostics.infinite_width, the Hessian spectrum's probes on
+                     diagnostics.hessian_spectrum.probes, the loss-Hessian split on diagnostics.loss_hessian)
 Body size (413): Content-Length, and the bytes actually streamed, ≤ max_body_bytes — checked
 by `BodySizeLimit` before any parsing. Uploads (POST /v1/datasets, /v1/models) pass through
 unbuffered: their routes stream the body to disk against max_upload_bytes (service/uploads.py).
@@ -102,10 +104,13 @@ def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> l
 MEMORY_FIELDS = {
     "data": "data.n_train", "weights": "model", "activations": "model", "kernel": "data.probe.n",
     "cotangents": "data.probe.n", "lanczos": "diagnostics.hessian.iterations",
+    "infinite_width": "diagnostics.infinite_width", "spectrum": "diagnostics.hessian_spectrum.probes",
+    "loss_hessian": "diagnostics.loss_hessian",
 }
 WORK_FIELDS = {
     "training": "training.max_steps", "kernel": "diagnostics.kernel", "hessian": "diagnostics.hessian",
-    "path": "diagnostics.kernel",
+    "path": "diagnostics.kernel", "infinite_width": "diagnostics.infinite_width",
+    "hessian_spectrum": "diagnostics.hessian_spectrum.probes", "loss_hessian": "diagnostics.loss_hessian.iterations",
 }
 """The field that drives each term of the estimate (data.x for inline data)."""
 

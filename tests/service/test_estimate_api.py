@@ -59,6 +59,25 @@ def test_a_hostile_spec_is_refused_naming_the_largest_term(client, settings, nam
     assert client.get("/v1/jobs").json()["data"] == []
 
 
+def test_the_infinite_width_maps_of_a_pooled_conv_net_are_refused(client, settings):
+    # [64, 64, 1024, 1024] float64 moments of 32×32 images: 34.4 GB each, 12 alive in an activation's map
+    # (api_schemas/limit_cost.py): 8 · 64² · 12 · 1024² bytes = 384 GiB
+    spec = {"data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 3 * 32 * 32, "probe": {"n": 64}},
+            "model": {"kind": "cnn", "hidden": [16, 16], "input_shape": [3, 32, 32], "readout": "global_avg"},
+            "diagnostics": {"infinite_width": {}}}
+    answer = client.post("/v1/jobs", json=spec)
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    problem = answer.json()
+    assert problem["type"] == RESOURCE_CAP
+    (error,) = [error for error in problem["errors"] if error["message"].startswith("estimated peak memory")]
+    assert error["field"] == "diagnostics.infinite_width"
+    assert "the largest term is infinite_width, 384.0 GiB" in error["message"]
+    assert error["limit"] == settings.max_job_memory_bytes and error["value"] >= 8 * 64**2 * 12 * 1024**2
+    without = {**spec, "diagnostics": {}}
+    assert client.post("/v1/jobs", json=without).status_code == 202
+
+
 def test_work_over_its_cap_names_the_training_steps(client_with):
     client = client_with(max_job_flops=1e12)
     # 200 000 steps × 3 · 64 points · (2·(16·1000 + 1000·2) + 1002) FLOPs ≈ 1.4·10¹²
@@ -81,7 +100,10 @@ def test_an_accepted_job_carries_its_estimate(client):
     # one hidden tanh layer of 64 and the readout: a = 64 + 3 saved, the widest ℓ = 64
     assert estimate["memory"]["activations"] == 4 * (n * (64 + O) + 2 * n * 64)
     assert estimate["memory_bytes"] >= max(estimate["memory"].values())
-    assert set(estimate["work"]) == {"training", "kernel", "hessian", "path"}
+    assert set(estimate["work"]) == {"training", "kernel", "hessian", "path", "infinite_width", "hessian_spectrum",
+                                     "loss_hessian"}
+    assert estimate["memory"]["infinite_width"] == estimate["memory"]["spectrum"] == estimate["memory"]["loss_hessian"] == 0
+    assert estimate["work"]["infinite_width"] == estimate["work"]["hessian_spectrum"] == estimate["work"]["loss_hessian"] == 0
     assert estimate["flops"] == pytest.approx(sum(estimate["work"].values()))
     assert estimate["work"]["training"] > estimate["work"]["path"] > 0
     job_id = created.json()["id"]

@@ -40,6 +40,12 @@ DONE_JOB = {
 }
 QUICK_JOB = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
              "training": {"max_steps": 2}}
+# Finished with three warnings: a sigmoid head cannot reach targets at −1, has φ''(0) = 0 under the Hessian
+# measured by default, and 3 steps stop above target_loss.
+WARNED_JOB = {"name": "dashboard-warned", "model": {"hidden": [8], "output_activation": "sigmoid"},
+              "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "targets": "signed", "probe": {"n": 4}},
+              "training": {"max_steps": 3, "target_loss": 1e-9}}
+QUIET_JOB = QUICK_JOB | {"name": "dashboard-quiet", "training": {"max_steps": 2, "target_loss": None}}  # no warning
 HOSTILE_NAME = "<script>alert(1)</script>"
 HOSTILE_TAG = "<img src=x onerror=alert(2)>"
 
@@ -166,6 +172,22 @@ def test_another_key_sees_none_of_the_jobs_and_names_render_as_text(dashboard_fo
     page.goto(f"{bob.url}/ui/#/jobs/{hostile.id}")
     expect(page.locator("main .error")).to_contain_text("no such job")
     assert bob.dialogs == []
+
+
+def test_a_job_page_lists_the_jobs_warnings_by_code_and_message(dashboard_for, alice, keys):
+    job = alice.jobs.wait(alice.jobs.create(WARNED_JOB).id, timeout=WATCH_MS / 1000, progress=False)
+    assert {w.code for w in job.warnings} == {"head_cannot_reach_targets", "head_curvature_zero", "target_loss_not_reached"}
+    tab = dashboard_for(keys["alice"])
+    page = tab.open(f"/jobs/{job.id}")
+    expect(page.locator("#warnings li")).to_have_count(len(job.warnings))
+    for warning in job.warnings:
+        expect(page.locator(f'#warnings li[data-code="{warning.code}"]')).to_have_text(f"{warning.code}: {warning.message}")
+    quiet = alice.jobs.wait(alice.jobs.create(QUIET_JOB).id, timeout=WATCH_MS / 1000, progress=False)
+    assert quiet.warnings == []
+    page.goto(f"{tab.url}/ui/#/jobs/{quiet.id}")
+    expect(page.locator("main h1")).to_have_text("dashboard-quiet")
+    expect(page.locator("#warnings")).to_have_count(0)
+    assert tab.errors == []
 
 
 def api_get(tab, path: str):

@@ -29,6 +29,13 @@ function facts(job) {
   return el("dl", { class: "facts" }, rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
 }
 
+/** The job's warnings (results not to read at face value, docs/diagnostics.md "Warnings"), code and message: [] or [section]. */
+function warningList(job) {
+  const warnings = job.warnings || [];
+  return warnings.length ? [el("section", { id: "warnings" }, el("h2", {}, "Warnings"),
+    el("ul", {}, warnings.map((w) => el("li", { class: "warning", dataset: { code: w.code } }, el("code", {}, w.code), ": ", w.message))))] : [];
+}
+
 /** Cancel, delete and compare for the job `current()` returns; `update(job)` sets which buttons apply. */
 function actions(current, reload) {
   const cancel = el("button", { type: "button" }, "Cancel");
@@ -195,7 +202,7 @@ export async function render(root, { args: [id], onLeave }) {
   function show(next) {
     job = next;
     title.textContent = job.name || job.id;
-    factsBox.replaceChildren(facts(job));
+    factsBox.replaceChildren(facts(job), ...warningList(job));
     toolbar.update(job);
   }
 

@@ -5,7 +5,7 @@ H_ia = ∇²_w y_a(w; x_i) over the flat trainable parameters w ∈ R^p, each wi
 its error, by one of two methods chosen by cost:
 
     lanczos  (p > iterations)  Lanczos on Hessian-vector products (workers/engine/lanczos.py):
-             all runs advance together, one vmapped forward-over-reverse product per step for
+             all runs advance together, one vmapped reverse-over-reverse product per step for
              every unfinished run (workers/engine/batched_hvp.py); a run stops when its top-k
              residual bounds |β_k s_i[k]| are ≤ tolerance·|θ_i|, when its Krylov space is
              invariant, or after `iterations` products (the cap). Runs that stop leave the batch.

@@ -6,6 +6,7 @@
     head_cannot_reach_targets   (mse) a target lies outside the closure of the head's image
     hessian_not_converged       a reported Hessian value's residual bound exceeds tolerance·|θ|
     head_curvature_zero         the Hessian was measured through a head with φ''(0) = 0 (tanh, sigmoid)
+    infinite_width_quadrature_inexact   Θ∞'s quadrature error exceeds diagnostics.infinite_width.quadrature_tolerance
 
 A job's warnings are computed by the engine (workers/engine/run_warnings.py) and stored inside
 the job's summary under STORED_KEY; the job resource and a sweep's rows show them as their own

@@ -53,7 +53,7 @@ def quadrature_terms(model: ModelSpec, x: torch.Tensor) -> str:
         return "—"
     variance = (x * x).mean(-1) + 1.0
     rule = gauss_hermite.choose_expansion("tanh", variance[:, None], 1e-10)
-    return f"K={rule.c.shape[1]}, N={rule.order}"
+    return f"K={rule.terms}, N={rule.order}"
 
 
 def main() -> None:

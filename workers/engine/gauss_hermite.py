@@ -15,23 +15,39 @@ Closed forms (cos θ = ρ = c/√(ab)):
     identity   E[σσ] = c,   E[σ'σ'] = 1,   E[σ] = 0
     quadratic  σ = z²/2:  E[σσ] = (ab + 2c²)/4,   E[σ'σ'] = c,   E[σ] = a/2   (Isserlis)
 
-Every other activation (tanh, gelu, softplus, swish, sigmoid) by Gauss–Hermite quadrature, through
-Mehler's expansion of the bivariate Gaussian: with h_k = He_k/√k! the orthonormal (probabilists')
-Hermite polynomials and s ~ N(0, 1),
+Every other activation (tanh, gelu, softplus, swish, sigmoid) by quadrature, to a relative accuracy
+`tolerance` at every pair — relative to √(E[g(u)²] E[g(v)²]) ≥ |E[g(u) g(v)]|, for g = σ and g = σ' —
+in two parts (`quadrature` runs them for any activation, relu and erf included, which is how the tests
+check them against the closed forms).
 
-    E[σ(u) σ(v)] = Σ_k ρ^k · c_k(a) · c_k(b),      c_k(a) = E[σ(√a s) h_k(s)]     (likewise σ' with d_k),
+Mehler's series. With h_k = He_k/√k! the orthonormal (probabilists') Hermite polynomials and s ~ N(0, 1),
 
-so the 2-D expectation costs one 1-D Gauss–Hermite rule per point and variance (nodes s_m and
-weights w_m of order N: scipy.special.roots_hermitenorm, numpy's hermite_e.hermegauss rule, which
-overflows past N = 256) plus K terms per pair, instead of N² nodes per pair. Truncating at K terms
-errs by at most √(T(a)·T(b)) with the tail T(a) = E[σ(√a s)²] − Σ_{k<K} c_k(a)² (Cauchy–Schwarz,
-|ρ| ≤ 1) — the bound is attained at ρ = 1 and shrinks like |ρ|^K below it. The rule is chosen to
-a stated accuracy: the smallest N of ORDERS and K ≤ N/2 for which T/E[σ²] and T'/E[σ'²] ≤ tolerance
-at every point's variance; σ is then resolved by polynomials of degree K ≤ N/2, for which the N-node
-rule is exact on every product h_k·σ with k < K. c_0 = E[σ]. σ' comes from autograd on the
-activation of workers/engine/activations.py, so every activation ntklab knows has a limit. The
-convergence is exponential for the analytic activations, slower the larger the variance (σ(√a s)
-varies on the scale 1/√a); at relu's kink it would be algebraic, which is why relu keeps its closed form.
+    E[g(u) g(v)] = Σ_k ρ^k · c_k(a) · c_k(b),      c_k(a) = E[g(√a s) h_k(s)],
+
+so a layer costs one 1-D Gauss–Hermite rule per point and variance plus K terms per pair, instead of a
+2-D rule per pair — what keeps conv nets' [n, n, P, P] maps affordable. The c_k, k < K ≤ min(N/4, 512), come from
+the N-node rule (scipy.special.roots_hermitenorm; numpy's hermite_e.hermegauss overflows past N = 256),
+exact on h_j·h_k for j + k < 2N, and are checked against the N/2-node rule: δ_k = c_k^N − c_k^{N/2}
+estimates their error (the coarser rule's, so an overestimate while the rule converges; it is largest
+at high k, where the aliasing is). Keeping K terms errs by at most |ρ|^K √(T(a) T(b)),
+T(a) = E[g(√a s)²] − Σ_{k<K} c_k(a)² the tail (Cauchy–Schwarz), and the coefficients' errors, split at
+h = ⌈K/2⌉ so that the late ones keep their factor ρ^k ≤ |ρ|^h, by at most (ε₀(a) + ε₀(b)) + |ρ|^h (ε₁(a) + ε₁(b))
+with ε₀² = Σ_{k<h} δ_k²/E[g²], ε₁² = Σ_{h≤k<K} δ_k²/E[g²]. So a pair's relative error is at most
+
+    B = |ρ|^K √(τ(a) τ(b)) + ε₀(a) + ε₀(b) + |ρ|^h (ε₁(a) + ε₁(b)),       τ = T/E[g²]   (E[g²] by the same rule),
+
+largest at ρ = ±1, where it is at most the larger of the two points' τ + 2ε₀ + 2ε₁. N of ORDERS and K
+are the smallest for which τ + 2ε₀ + 2ε₁ ≤ tolerance at every point for σ and σ' — so B ≤ tolerance at
+every pair — else the largest rule (4096 nodes) with all 512 terms. The convergence is exponential for the
+analytic activations, slower the larger the variance (g(√a s) varies on the scale 1/√a); across a kink
+(relu, or its step σ') it is algebraic, and ε and τ stay large.
+
+The polar rule. The pairs whose B exceeds the tolerance — near ρ = ±1 when the largest rule is not
+enough, every pair of a kinked σ — get a genuinely two-dimensional rule instead (workers/engine/
+gaussian_quadrature.py: polar coordinates split where u or v changes sign, Gauss–Legendre on each piece,
+doubled until two successive rules agree within the tolerance), and each keeps the smaller of the two
+estimates. σ' comes from autograd on the activation of workers/engine/activations.py, so every activation
+ntklab knows has a limit; E[σ] = c_0.
 """
 
 from __future__ import annotations
@@ -44,10 +60,17 @@ import torch
 from scipy.special import roots_hermitenorm
 from torch import Tensor
 
+from workers.engine import gaussian_quadrature
 from workers.engine.activations import hidden_activation
 
-ORDERS = (32, 64, 128, 256, 512, 1024)
-CLOSED_FORMS = ("relu", "erf", "identity", "quadratic")
+ORDERS = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+MAX_TERMS = 512
+
+
+MAX_POLAR_PAIRS = 2048
+"""Pairs per layer map given to the polar rule (≈ 10 ms each at its largest order on one core): its
+cost is bounded by ~20 s per map whatever the variances; the pairs beyond keep Mehler's value and
+bound, so the reported error (kernel_inf_quadrature_error) stays true but may exceed the tolerance."""
 
 
 def closed_form(name: str, a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor] | None:
@@ -105,49 +128,73 @@ def weighted_hermite(s: Tensor, w: Tensor, terms: int) -> Tensor:
 
 @dataclass(frozen=True)
 class Expansion:
-    """Hermite coefficients c [M, K] of σ(√a s) and d [M, K] of σ'(√a s) at M variances a, and
-    tails [K]: the relative truncation bound with k = 1…K terms kept, max over the points of
-    T/E[σ²] and T'/E[σ'²]."""
+    """Mehler's expansion at M points of any shape [...] (variances a), for g = σ, σ' (the axis of size 2):
+    coefficients c [..., 2, K] of g(√a s), E[g²] [..., 2], the relative tail τ [..., 2] and coefficient errors
+    ε₀ (k < ⌈K/2⌉) and ε₁ (⌈K/2⌉ ≤ k < K) [..., 2], by the rule of `order` nodes."""
 
-    c: Tensor
-    d: Tensor
-    tails: Tensor
+    coefficients: Tensor
+    second: Tensor
+    tail: Tensor
+    error: Tensor
+    late_error: Tensor
     order: int
 
     @property
-    def error(self) -> float:
-        return self.tails[self.c.shape[1] - 1].item()
+    def terms(self) -> int:
+        return self.coefficients.shape[-1]
 
-    def truncated(self, tolerance: float) -> Expansion:
-        """The fewest leading terms whose bound is ≤ tolerance (all of them when none is)."""
-        fits = (self.tails <= tolerance).nonzero()
-        terms = int(fits[0]) + 1 if len(fits) else self.c.shape[1]
-        return Expansion(self.c[:, :terms], self.d[:, :terms], self.tails, self.order)
+    @property
+    def bound(self) -> float:
+        """The largest relative error bound at ρ = ±1: max over points and g of τ + 2ε₀ + 2ε₁."""
+        return (self.tail + 2 * self.error + 2 * self.late_error).max().item()
+
+    def at(self, index) -> Expansion:
+        """The expansion at the points `index` selects (it indexes the leading point dimensions)."""
+        return Expansion(self.coefficients[index], self.second[index], self.tail[index], self.error[index],
+                         self.late_error[index], self.order)
 
 
-def expansion(name: str, variance: Tensor, order: int) -> Expansion:
-    """The first N/2 coefficients of σ and σ' at each variance by the N-point rule (N = `order`)."""
+def activation_and_derivative(name: str) -> Callable[[Tensor], Tensor]:
+    """z ↦ (σ(z), σ'(z)) stacked [2, ...]."""
+    sigma = hidden_activation(name)
+    return lambda z: torch.stack(value_and_derivative(sigma, z))
+
+
+def coefficients(name: str, variance: Tensor, order: int) -> tuple[Tensor, Tensor]:
+    """c_k of σ(√a s) and σ'(√a s) for k < min(N/2, MAX_TERMS) by the N-node rule (N = `order`) [M, 2, ·], and
+    E[g²] [M, 2] by the same rule, at the M = variance.numel() variances."""
     s, w = nodes(order, variance.dtype, variance.device)
-    y, dy = value_and_derivative(hidden_activation(name), torch.sqrt(variance.reshape(-1))[:, None] * s)  # [M, N]
-    H = weighted_hermite(s, w, order // 2)  # [K, N]
-    c, d = (y * w.sqrt()) @ H.T, (dy * w.sqrt()) @ H.T
-    return Expansion(c, d, torch.maximum(_tails(c, y, w), _tails(d, dy, w)), order)
-
-
-def _tails(coefficients: Tensor, values: Tensor, w: Tensor) -> Tensor:
-    """[K]: max over points of (E[g²] − Σ_{k'<k} c_k'²)/E[g²] with k = 1…K terms kept, E[g²] by the same rule."""
-    second = (values * values * w).sum(-1, keepdim=True)
-    tail = (second - torch.cumsum(coefficients * coefficients, dim=-1)).clamp_min(0.0)
-    return (tail / second.clamp_min(1e-300)).max(dim=0).values
+    g = activation_and_derivative(name)(torch.sqrt(variance.reshape(-1))[:, None] * s)  # [2, M, N]
+    H = weighted_hermite(s, w, min(order // 2, MAX_TERMS))  # [K, N]
+    return ((g * w.sqrt()) @ H.T).transpose(0, 1), (g * g * w).sum(-1).T
 
 
 def choose_expansion(name: str, variance: Tensor, tolerance: float) -> Expansion:
-    """The smallest rule of ORDERS whose bound reaches `tolerance`, truncated to the fewest terms; else the largest."""
-    for order in ORDERS:
-        rule = expansion(name, variance, order)
-        if rule.error <= tolerance:
+    """At each variance [...]: the smallest rule of ORDERS (checked against the one before) whose bound at ρ = ±1
+    reaches `tolerance`, truncated to the fewest terms that do; else the largest with all its terms."""
+    coarse, _ = coefficients(name, variance, ORDERS[0])
+    for order in ORDERS[1:]:
+        fine, second = coefficients(name, variance, order)
+        rule = _fewest_terms(fine[..., : coarse.shape[-1]], coarse, second, tolerance, order)
+        if rule.bound <= tolerance:
             break
-    return rule.truncated(tolerance)
+        coarse = fine
+    points = variance.shape
+    return Expansion(rule.coefficients.reshape(*points, 2, -1),
+                     *(t.reshape(*points, 2) for t in (rule.second, rule.tail, rule.error, rule.late_error)), rule.order)
+
+
+def _fewest_terms(fine: Tensor, coarse: Tensor, second: Tensor, tolerance: float, order: int) -> Expansion:
+    """fine, coarse [M, 2, K] the same coefficients by two rules: the fewest leading terms whose τ + 2ε₀ + 2ε₁ ≤
+    tolerance at every point (all K when none do), relative to E[g²] [M, 2]; index j below keeps j + 1 terms."""
+    norm = second.clamp_min(1e-300)[..., None]
+    tails = (second[..., None] - torch.cumsum(fine * fine, dim=-1)).clamp_min(0.0) / norm  # [M, 2, K]
+    squares = torch.cumsum((fine - coarse) ** 2, dim=-1) / norm
+    half = torch.arange(1, fine.shape[-1] + 1, device=fine.device).add(1).div(2, rounding_mode="floor") - 1  # ⌈j/2⌉ − 1
+    early, late = squares[..., half].sqrt(), (squares - squares[..., half]).clamp_min(0.0).sqrt()
+    fits = ((tails + 2 * early + 2 * late).flatten(0, 1).amax(0) <= tolerance).nonzero()
+    j = int(fits[0]) if len(fits) else fine.shape[-1] - 1
+    return Expansion(fine[..., : j + 1], second, tails[..., j], early[..., j], late[..., j], order)
 
 
 def series(ca: Tensor, cb: Tensor, rho: Tensor) -> Tensor:
@@ -158,6 +205,54 @@ def series(ca: Tensor, cb: Tensor, rho: Tensor) -> Tensor:
     return total
 
 
+def mehler_bound(left: Expansion, right: Expansion, rho: Tensor) -> Tensor:
+    """B = |ρ|^K √(τ(a) τ(b)) + ε₀(a) + ε₀(b) + |ρ|^⌈K/2⌉ (ε₁(a) + ε₁(b)), the larger for σ and σ' [...], for
+    expansions at the pairs' two points."""
+    decay, late = rho.abs() ** left.terms, rho.abs() ** ((left.terms + 1) // 2)
+    return torch.maximum(*(decay * torch.sqrt(left.tail[..., g] * right.tail[..., g]) + left.error[..., g] + right.error[..., g]
+                           + late * (left.late_error[..., g] + right.late_error[..., g]) for g in (0, 1)))
+
+
+def pair_expectations(name: str, left: Expansion, right: Expansion, a: Tensor, b: Tensor, rho: Tensor,
+                      tolerance: float) -> tuple[Tensor, Tensor]:
+    """(E[σσ], E[σ'σ']) [..., 2] and each pair's relative error bound [...] for pairs of variances a, b and
+    correlations ρ broadcast to one shape [...], left and right the expansions at their points (broadcast
+    likewise): Mehler's series where its bound B ≤ tolerance, the polar rule where not."""
+    values = series(left.coefficients, right.coefficients, rho[..., None])
+    bound = mehler_bound(left, right, rho)
+    hard = _hardest(bound, tolerance)
+    if len(hard[0]) == 0:
+        return values, bound
+    shape = bound.shape
+    scale = torch.sqrt(left.second.expand(*shape, 2)[hard] * right.second.expand(*shape, 2)[hard])  # [m, 2]
+    polar, error = gaussian_quadrature.expectations(activation_and_derivative(name), a.expand(shape)[hard],
+                                                    b.expand(shape)[hard], rho[hard], scale.T, tolerance=tolerance)
+    better = error < bound[hard]
+    values[hard] = torch.where(better[:, None], polar.T, values[hard])
+    bound[hard] = torch.minimum(error, bound[hard])
+    return values, bound
+
+
+def _hardest(bound: Tensor, tolerance: float) -> tuple[Tensor, ...]:
+    """Indices of the pairs whose bound exceeds the tolerance, the MAX_POLAR_PAIRS largest bounds first
+    (the rest keep Mehler's value and its bound, which the caller reports)."""
+    flat = bound.reshape(-1)
+    over = (flat > tolerance).nonzero().squeeze(-1)
+    if len(over) > MAX_POLAR_PAIRS:
+        over = over[torch.topk(flat[over], MAX_POLAR_PAIRS).indices]
+    return torch.unravel_index(over, bound.shape)
+
+
+def quadrature(name: str, variance: Tensor, covariance: Tensor, *, tolerance: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """E[σ(u)σ(v)], E[σ'(u)σ'(v)] [n, n, P, P], E[σ(u)] [n, P] and each pair's relative error bound [n, n, P, P]
+    by quadrature alone, for the points' variances [n, P] and covariances [n, n, P, P]."""
+    a, b = variance[:, None, :, None], variance[None, :, None, :]
+    rule = choose_expansion(name, variance, tolerance)
+    left, right = rule.at((slice(None), None, slice(None), None)), rule.at((None, slice(None), None, slice(None)))
+    values, bound = pair_expectations(name, left, right, a, b, correlation(a, b, covariance), tolerance)
+    return values[..., 0], values[..., 1], rule.coefficients[..., 0, 0], bound
+
+
 def layer_expectations(name: str, variance: Tensor, covariance: Tensor, *, tolerance: float) -> tuple[Tensor, Tensor, Tensor, float]:
     """E[σ(u)σ(v)], E[σ'(u)σ'(v)] [n, n, P, P] and E[σ(u)] [n, P] for u, v at the points' variances [n, P]
     and covariances [n, n, P, P]; the last item bounds the relative error (0 for the closed forms)."""
@@ -165,13 +260,8 @@ def layer_expectations(name: str, variance: Tensor, covariance: Tensor, *, toler
     exact = closed_form(name, a, b, covariance)
     if exact is not None:
         return *exact, closed_form_mean(name, variance), 0.0
-    rule = choose_expansion(name, variance, tolerance)
-    n, positions = variance.shape
-    c, d = rule.c.reshape(n, positions, -1), rule.d.reshape(n, positions, -1)
-    rho = correlation(a, b, covariance)
-    ci, cj = c[:, None, :, None, :], c[None, :, None, :, :]
-    di, dj = d[:, None, :, None, :], d[None, :, None, :, :]
-    return series(ci, cj, rho), series(di, dj, rho), c[..., 0], rule.error
+    E, Edot, mean, bound = quadrature(name, variance, covariance, tolerance=tolerance)
+    return E, Edot, mean, bound.max().item()
 
 
 def correlation(a: Tensor, b: Tensor, c: Tensor) -> Tensor:

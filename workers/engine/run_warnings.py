@@ -18,6 +18,9 @@ head_curvature_zero         the Hessian was measured of the outputs φ(f) throug
                             second derivative vanishes at f = 0 (tanh, sigmoid, a two-class
                             softmax): ∇²φ(f) = φ'(f)·∇²f + φ''(f)·∇f∇fᵀ loses its second term as
                             the logits shrink, so ‖H‖ falls for a reason other than width.
+infinite_width_quadrature_inexact   Θ∞'s largest estimated quadrature error exceeds
+                            diagnostics.infinite_width.quadrature_tolerance (the polar rule's
+                            work cap, workers/engine/gauss_hermite.py MAX_POLAR_PAIRS, was reached).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, hessian
 
 from api_schemas.run_warnings import RunWarning
-from api_schemas.spec import HessianDiagnostics, JobSpec, TrainingSpec
+from api_schemas.spec import HessianDiagnostics, InfiniteWidthDiagnostics, JobSpec, TrainingSpec
 from workers.engine.activations import apply_head, head_of
 from workers.engine.data import Dataset
 from workers.engine.hessian import HessianReport
@@ -62,7 +65,23 @@ def run_warnings(
         *head_cannot_reach_targets(head, spec.training.loss, data.y_train),
         *hessian_not_converged(hessians, spec.diagnostics.hessian),
         *head_curvature_zero(net, head, w0, data.x_probe, spec.diagnostics.hessian),
+        *quadrature_above_tolerance(spec.diagnostics.infinite_width, summary),
     ]
+
+
+def quadrature_above_tolerance(limit: InfiniteWidthDiagnostics | None, summary: dict) -> list[RunWarning]:
+    """One warning when Θ∞'s quadrature error (kernel_inf_quadrature_error, an estimate per pair, the
+    largest) exceeds quadrature_tolerance: the polar rule's work cap (gauss_hermite.MAX_POLAR_PAIRS) left
+    pairs on Mehler's series with a larger bound."""
+    error = summary.get("kernel_inf_quadrature_error")
+    if limit is None or error is None or error <= limit.quadrature_tolerance:
+        return []
+    return [RunWarning(
+        code="infinite_width_quadrature_inexact",
+        message=f"Θ∞ and Σ∞ are accurate to {error:.2g} (relative), not the {limit.quadrature_tolerance:g} asked: "
+                f"the quadrature's work cap was reached; kernel_inf_distance is exact to about that error",
+        values={"error": error, "tolerance": limit.quadrature_tolerance},
+    )]
 
 
 def kernel_dominated_by_group(traces: dict[str, float]) -> list[RunWarning]:

@@ -213,9 +213,7 @@ def main() -> None:
         settings = backing | {"NTKLAB_AUTH": "on", "NTKLAB_MAX_QUEUED_JOBS_PER_KEY": str(args.jobs + 1),
                               "NTKLAB_HEARTBEAT_INTERVAL_S": "1", "NTKLAB_METRICS_FLUSH_INTERVAL_S": "1"}
         users, admin = make_keys(settings["NTKLAB_DATABASE_URL"], args.clients)
-        with LocalStack(settings, logs, api_processes=args.api_processes) as stack:
-            for _ in range(args.workers - 1):
-                stack.start_worker()
+        with LocalStack(settings, logs, api_processes=args.api_processes, workers=args.workers) as stack:
             ids, done = multiprocessing.Queue(), multiprocessing.Event()
             latency_file = Path(scratch) / "latencies.npy"
             if args.poller == "httpx":

@@ -232,9 +232,7 @@ def main() -> None:
     started = time.monotonic()
     settings = embedded_settings(root) | {"OMP_NUM_THREADS": "1", "NTKLAB_AUTH": "off"}
     sections, checks = [], []
-    with LocalStack(settings, root / "logs") as stack:
-        for _ in range(args.workers - 1):
-            stack.start_worker()
+    with LocalStack(settings, root / "logs", workers=args.workers) as stack:
         console.print(f"embedded service on {stack.url} with {args.workers} workers (logs in {root / 'logs'})")
         with Client(base_url=stack.url) as client:
             for preset in args.presets.split(","):

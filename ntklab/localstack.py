@@ -84,8 +84,10 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, message: str, *,
 class LocalStack:
     """An API and celery workers as subprocesses; `url` is where the API answers."""
 
-    def __init__(self, settings: dict[str, str], logs: Path, port: int | None = None, api_processes: int = 1):
+    def __init__(self, settings: dict[str, str], logs: Path, port: int | None = None, api_processes: int = 1,
+                 workers: int = 1):
         self.logs = logs
+        self.initial_workers = workers
         self.logs.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.api_processes = api_processes
@@ -96,9 +98,9 @@ class LocalStack:
         self.client = httpx.Client(base_url=self.url, timeout=10)
 
     def __enter__(self) -> LocalStack:
-        """Start the API and one worker; leaving the block stops everything."""
+        """Start the API and `workers` workers (default one); leaving the block stops everything."""
         self.start_api()
-        self.start_worker()
+        self.start_workers(self.initial_workers)
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -116,15 +118,22 @@ class LocalStack:
     def start_worker(self) -> subprocess.Popen:
         """A worker node like the one `make up` starts (`python -m workers`); returns once its pool process
         imported the engine. Its queue is the stack's NTKLAB_QUEUE."""
-        name = f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h"
-        command = [sys.executable, "-m", "workers", "-n", name, "--without-gossip", "--without-mingle",
-                   "--without-heartbeat"]
-        log = f"worker{len(self.workers)}"
-        worker = self._spawn(command, log)
-        self.workers.append(worker)
-        wait_until(lambda: WORKER_READY_LINE in (self.logs / f"{log}.log").read_text(), WORKER_READY_TIMEOUT_S,
-                   f"celery worker never became ready; see {self.logs}/{log}.log", alive=worker)
-        return worker
+        return self.start_workers(1)[0]
+
+    def start_workers(self, count: int) -> list[subprocess.Popen]:
+        """`count` worker nodes started together (their start-ups overlap); returns once every pool
+        process imported the engine."""
+        started = []
+        for _ in range(count):
+            name, log = f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h", f"worker{len(self.workers)}"
+            command = [sys.executable, "-m", "workers", "-n", name, "--without-gossip", "--without-mingle",
+                       "--without-heartbeat"]
+            self.workers.append(self._spawn(command, log))
+            started.append((self.workers[-1], log))
+        for worker, log in started:
+            wait_until(lambda: WORKER_READY_LINE in (self.logs / f"{log}.log").read_text(), WORKER_READY_TIMEOUT_S,
+                       f"celery worker never became ready; see {self.logs}/{log}.log", alive=worker)
+        return [worker for worker, _ in started]
 
     def kill(self, process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         """Signal the whole process group (the worker's parent and its pool children)."""
@@ -133,16 +142,18 @@ class LocalStack:
         process.wait(timeout=30)
 
     def stop(self) -> None:
-        for process in [*self.workers, self.api]:
-            if process is None:
-                continue
+        """SIGTERM to every process at once (workers finish a running job first), then wait for each;
+        SIGKILL to a process group still there after 10 s."""
+        processes = [process for process in [*self.workers, self.api] if process is not None]
+        for process in processes:
             if process.poll() is None:
                 process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(timeout=10)
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
             _kill_group_leftovers(process.pid)
         self.client.close()
 

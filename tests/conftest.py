@@ -127,9 +127,9 @@ class LiveStack(LocalStack):
         except StackError as error:
             pytest.fail(str(error), pytrace=False)
 
-    def start_worker(self):
+    def start_workers(self, count: int):
         try:
-            return super().start_worker()
+            return super().start_workers(count)
         except StackError as error:
             pytest.fail(str(error), pytrace=False)
 

@@ -59,9 +59,11 @@ def register(app: Celery, settings: Settings) -> Task:
 
 
 def _prepare_child(settings: Settings, **_) -> None:
-    """Pay torch's import when the child starts, not when the first job arrives; set its threads
-    (settings.worker_threads, resolved by workers/main.py); then limit its memory."""
+    """Pay torch's import when the child starts, not when the first job arrives (torch._dynamo too,
+    which torch imports on the first optimizer or dispatch mode a job builds: ~0.8 s on the CPU); set
+    its threads (settings.worker_threads, resolved by workers/main.py); then limit its memory."""
     import torch
+    import torch._dynamo  # noqa: F401
 
     import workers.engine.run  # noqa: F401
 

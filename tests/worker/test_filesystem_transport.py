@@ -1,0 +1,51 @@
+"""The embedded broker's transport: a blocking wait comes back within one slice, and messages still flow.
+
+Celery's synchronous worker loop asks for `drain_events(timeout=2.0)` and checks for a shutdown
+request only between calls; with kombu's own filesystem transport an idle worker therefore took
+4–5 s to stop. These tests use the app `make_celery` builds for a `filesystem://` URL, on real
+folders, and a real kombu consumer.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from kombu import Consumer, Queue
+
+from config.settings import Settings
+from workers.celery_app import make_celery
+from workers.filesystem_transport import DRAIN_SLICE_S, Transport
+
+
+@pytest.fixture
+def app(tmp_path: Path):
+    return make_celery(Settings(broker_url="filesystem://", broker_dir=tmp_path / "broker", queue="q-test"))
+
+
+def test_a_filesystem_url_selects_the_sliced_transport(app):
+    with app.connection_for_read() as connection:
+        assert isinstance(connection.transport, Transport)
+
+
+def test_an_idle_wait_of_two_seconds_returns_after_one_slice(app):
+    with app.connection_for_read() as connection:
+        with Consumer(connection, queues=[Queue("q-test")], accept=["json"]):
+            started = time.monotonic()
+            with pytest.raises(socket.timeout):
+                connection.drain_events(timeout=2.0)
+            waited = time.monotonic() - started
+    assert DRAIN_SLICE_S <= waited < 1.0
+
+
+def test_a_published_message_is_still_delivered(app):
+    received = []
+    with app.connection_for_write() as connection:
+        connection.Producer().publish({"job": 7}, routing_key="q-test", declare=[Queue("q-test")], serializer="json")
+    with app.connection_for_read() as connection:
+        with Consumer(connection, queues=[Queue("q-test")], accept=["json"],
+                      callbacks=[lambda body, message: (received.append(body), message.ack())]):
+            connection.drain_events(timeout=2.0)
+    assert received == [{"job": 7}]

@@ -14,9 +14,28 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+
+def tanh(z: Tensor) -> Tensor:
+    """tanh z; float32 on the CPU as 2σ(2z) − 1, elsewhere torch.tanh.
+
+    torch's CPU tanh is a scalar loop (~2 ns per number on the 2-core dev machine, whatever
+    ATEN_CPU_CAPABILITY says: 0.32 ms for a [16, 10⁴] batch), its sigmoid is vectorised (0.04 ms):
+    forward and backward of a tanh layer take half the time this way. The identity is exact; in
+    float32 its rounding error is at most ~2e-7 in absolute value (2σ − 1 loses the relative
+    accuracy of tanh z for |z| ≪ 1, where torch.tanh has 6e-8), below the float32 rounding of the
+    O(1) pre-activations it is applied to. Its derivatives by autograd are 4σ'(2z) and 8σ''(2z),
+    accurate to float32 everywhere. float64 (the reference computations, the infinite-width
+    quadrature) and every other device keep torch.tanh. tests/engine/test_activations.py checks
+    values and first and second derivatives against float64.
+    """
+    if z.dtype == torch.float32 and z.device.type == "cpu":
+        return torch.sigmoid(2 * z) * 2 - 1
+    return torch.tanh(z)
+
+
 HIDDEN_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": torch.relu,
-    "tanh": torch.tanh,
+    "tanh": tanh,
     "gelu": F.gelu,
     "softplus": F.softplus,
     "swish": F.silu,

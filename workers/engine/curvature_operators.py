@@ -5,11 +5,11 @@ those of one parameter group, the others held at their values: the diagonal bloc
 Each operator is v [p] ↦ A v [p] for a symmetric A, by torch.func products that never form A
 or the Jacobian J = ∂F/∂w [n·O, p]:
 
-    model Hessian   ∇²_w f_a(w; x_i) v   = jvp(grad(w ↦ f_a(w; x_i)), w, v)
-    loss Hessian    ∇²L(w) v             = jvp(grad(L), w, v)
+    model Hessian   ∇²_w f_a(w; x_i) v   = vjp(grad(w ↦ f_a(w; x_i)), w)(v)   (symmetric: vᵀH = (Hv)ᵀ)
+    loss Hessian    ∇²L(w) v             = vjp(grad(L), w)(v)
     Gauss–Newton    G v = (1/n) Jᵀ ∇²ℓ J v:   u = J v (jvp of F), h = ∇²ℓ·u per point
                                               (jvp of ∇ℓ), G v = Jᵀ h / n (vjp of F)
-    the rest        R v = (1/n) Σ_i Σ_a g_ia ∇²_w F_ia v = jvp(grad(w ↦ (1/n) Σ g_ia F_ia(w)), w, v)
+    the rest        R v = (1/n) Σ_i Σ_a g_ia ∇²_w F_ia v = vjp(grad(w ↦ (1/n) Σ g_ia F_ia(w)), w)(v)
                     with g = ∂ℓ/∂F at the current w, held fixed
 
 with L(w) = (1/n) Σ_i ℓ(F(w; x_i), y_i) the training loss of workers/engine/training.py and
@@ -100,8 +100,10 @@ def network_function(net: nn.Module, flat: FlatWeights, x: Tensor, of: str) -> C
 
 
 def _hessian_operator(scalar: Callable[[Tensor], Tensor], w: Tensor) -> Operator:
-    gradient = grad(scalar)
-    return Operator(lambda v: jvp(gradient, (w,), (v,))[1], w.numel(), w.dtype, w.device)
+    """∇²s(w) v as the pullback of ∇s at w (reverse over reverse; ∇²s is symmetric, so vᵀ∇²s = (∇²s v)ᵀ):
+    ∇s and its graph are built once, each product (or vmapped batch of them) is one backward pass."""
+    _, pullback = vjp(grad(scalar), w)
+    return Operator(lambda v: pullback(v)[0], w.numel(), w.dtype, w.device)
 
 
 def model_hessian_operator(

@@ -6,7 +6,10 @@ fairly-next queued job, ordered by
      every owner with fewer);
   2. when the owner last had a job start, longest ago first (never: first) — with one
      worker, where nobody is running when it asks, this alone alternates between owners;
-  3. the job's `seq`: each owner's jobs run oldest first.
+  3. the job's run order: each owner's submissions run oldest first, a job by its `seq`, a
+     sweep's jobs by `run_order`, the same seqs handed out again by parameter count, largest
+     first (longest-processing-time first: the grid's largest nets, last in grid order, would
+     otherwise start last and run alone while the other workers idle; store/sweeps_repo.py).
 Only owners that have queued jobs are counted, each by two correlated subqueries that the
 (owner, status) and (owner, started_at) indexes answer without reading the owner's
 finished history, so a claim costs the same after a million jobs as after ten. On PostgreSQL the
@@ -37,7 +40,7 @@ def fair_next_job() -> Select:
         select(Job.id, Job.spec)
         .join(load, load.c.owner == Job.owner)
         .where(Job.status == "queued", Job.cancel_requested.is_(False))
-        .order_by(load.c.running, load.c.last_start.asc().nulls_first(), Job.seq)
+        .order_by(load.c.running, load.c.last_start.asc().nulls_first(), func.coalesce(Job.run_order, Job.seq))
         .limit(1)
         .with_for_update(of=Job, skip_locked=True)
     )

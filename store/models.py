@@ -126,6 +126,10 @@ class Job(Base):
     spec_hash: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     parameters: Mapped[int] = mapped_column(BigInteger, default=0)
+    # where the job stands among its owner's queued jobs (store/fairness.py): NULL for a job
+    # submitted on its own (its seq then), and for a sweep's jobs their own seqs handed out
+    # again largest first (store/sweeps_repo.py)
+    run_order: Mapped[int | None] = mapped_column(Integer)
 
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -62,14 +62,24 @@ def create_sweep(
     session.add(sweep)
     session.add_all(SweepTag(sweep_id=sweep.id, tag=tag) for tag in dict.fromkeys(spec.get("tags", ())))
     session.flush()
-    job_ids = []
-    for new in jobs:
-        job = jobs_repo.create_job(
+    rows = [
+        jobs_repo.create_job(
             session, owner=owner, spec=new.spec, spec_hash=new.spec_hash, parameters=new.parameters,
             idempotency_key=None, sweep_id=sweep.id, spec_patch=new.spec_patch,
         )
-        job_ids.append(job.id)
-    return sweep, job_ids
+        for new in jobs
+    ]
+    session.flush()
+    largest_first(rows)
+    return sweep, [job.id for job in rows]
+
+
+def largest_first(rows: list[Job]) -> None:
+    """Give the sweep's jobs its own seqs again as `run_order`, the most parameters first (ties in grid
+    order): workers take them in that order (store/fairness.py), while the table stays in grid order."""
+    seqs = sorted(job.seq for job in rows)
+    for run_order, job in zip(seqs, sorted(rows, key=lambda job: (-job.parameters, job.seq))):
+        job.run_order = run_order
 
 
 def find_by_idempotency_key(session: Session, owner: str, key: str) -> Sweep | None:

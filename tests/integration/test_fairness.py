@@ -14,9 +14,11 @@ import uuid
 import pytest
 from sqlalchemy import delete, select, update
 
+from store import sweeps_repo
 from store.db import make_engine, make_session_factory
 from store.job_store import JobStore
 from store.models import Job, utcnow
+from store.sweeps_repo import NewJob
 
 SPEC = {"seed": 0, "model": {"hidden": [8]}, "training": {"max_steps": 3}}
 
@@ -116,3 +118,24 @@ def test_concurrent_workers_never_take_one_job_twice(store, sessions):
         running = session.scalars(select(Job.id).where(Job.status == "running")).all()
     assert sorted(running) == sorted(claimed)
     assert len(claimed) == 9, "a worker that loses a race picks again, so every queued job is taken"
+
+
+def test_a_sweeps_jobs_run_largest_first_and_its_table_stays_in_grid_order(store, sessions):
+    before = queue_jobs(sessions, "solo", 1)
+    widths = [30, 1000, 100, 1000, 10]
+    with sessions.begin() as session:
+        sweep, sweep_ids = sweeps_repo.create_sweep(
+            session, owner="solo", spec={"name": "widths", "base": SPEC}, idempotency_key=None, request_hash="h" * 64,
+            jobs=[NewJob(SPEC, {"model": {"hidden": [width]}, "training": {"max_steps": 3}}, f"{index:064d}", parameters=width * 10)
+                  for index, width in enumerate(widths)],
+        )
+        sweep_id = sweep.id
+    after = queue_jobs(sessions, "solo", 1)
+
+    order = run_one_worker(store, sessions)
+
+    by_size = [sweep_ids[index] for index in sorted(range(len(widths)), key=lambda index: (-widths[index], index))]
+    assert order == before + by_size + after
+    with sessions() as session:
+        table = session.scalars(select(Job.id).where(Job.sweep_id == sweep_id).order_by(Job.seq)).all()
+    assert table == sweep_ids

@@ -68,9 +68,9 @@ def test_every_reader_sees_each_jobs_full_spec(client, app):
     store = JobStore(app.state.sessions)
     claim = store.claim(ids[4], worker="w1", device="cpu")
     assert claim.spec == full_spec(*POINTS[4])
-    seen = []
+    seen = []  # the fair next job: the sweep's largest still queued, ties in grid order (width 16, seed 0)
     fair = store.claim_next(ids[0], worker="w1", device_for=lambda spec: seen.append(spec) or "cpu")
-    assert fair.job_id == ids[0] and fair.spec == seen[0] == full_spec(*POINTS[0])
+    assert fair.job_id == ids[3] and fair.spec == seen[0] == full_spec(*POINTS[3])
 
 
 def test_a_sweep_over_the_byte_cap_is_a_422_naming_the_limit_and_stores_nothing(client_with, db):

@@ -134,8 +134,8 @@ def estimate_job(spec: JobSpec) -> Estimate:
     prof = forward_profile(spec)
     sizes = _sizes(spec, prof)
     kernel_method, kernel_cost = _kernel_cost(spec, prof, sizes, sizes.probe)
-    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost) + _new_diagnostics_memory(spec, prof, sizes)
-    work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost) + _new_diagnostics_work(spec, prof, sizes)
+    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_memory(spec, prof, sizes)
+    work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_work(spec, prof, sizes)
     return Estimate(_peak(spec, prof, sizes, memory), float(sum(term.value for term in work)), memory, work)
 
 
@@ -192,12 +192,13 @@ def _memory_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, c
     )
 
 
-def _new_diagnostics_memory(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
+def _limit_and_curvature_memory(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
     """infinite_width, spectrum and loss_hessian of the module docstring (0 when off)."""
     diagnostics, b, p, a, O = spec.diagnostics, s.itemsize, prof.trainable, prof.saved, s.outputs
-    limit = 0
+    limit, live = 0, 0
     if diagnostics.infinite_width is not None:
-        limit = 8 * s.probe**2 * limit_cost(spec).live + LIMIT_DISTANCE_COPIES * 8 * (s.probe * O) ** 2
+        live = limit_cost(spec).live
+        limit = 8 * s.probe**2 * live + LIMIT_DISTANCE_COPIES * 8 * (s.probe * O) ** 2
     spectrum, wanted = 0, diagnostics.hessian_spectrum
     if wanted is not None:
         per_probe = 8 * p * (wanted.lanczos_steps + 4) + 3 * _spectrum_points(spec, s) * b * a
@@ -210,7 +211,7 @@ def _new_diagnostics_memory(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> t
         split = 3 * b * p + b * s.n * (a + O) + max(basis, kernel)
     return (
         Term("infinite_width", limit,
-             f"8·n_p²·{limit_cost(spec).live}: the layer maps' [n_p, n_p, P, P] float64 moments at the largest map, "
+             f"8·n_p²·{live}: the layer maps' [n_p, n_p, P, P] float64 moments at the largest map, "
              f"n_p = {s.probe} (api_schemas/limit_cost.py), and 3 float64 (n_p·O)² copies of the distance"
              if limit else "no infinite-width kernels"),
         Term("spectrum", spectrum,
@@ -268,7 +269,7 @@ def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cos
     )
 
 
-def _new_diagnostics_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
+def _limit_and_curvature_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
     """infinite_width, hessian_spectrum and loss_hessian of the module docstring (0 when off)."""
     diagnostics, F, p, O = spec.diagnostics, prof.flops + prof.saved, prof.trainable, s.outputs
     limit = 0.0

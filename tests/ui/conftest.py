@@ -71,6 +71,7 @@ class Dashboard:
         self.url = url
         self.key = key
         self.confirming = True
+        self.signed_in = False
         self.dialogs: list[str] = []
         self.errors: list[str] = []
         page.on("dialog", self._answer)
@@ -90,14 +91,17 @@ class Dashboard:
             self.errors.append(message.text)
 
     def open(self, route: str) -> Page:
-        """Go to /ui/#<route>; answer the API-key dialog the first time the API asks for a key."""
+        """Go to /ui/#<route>; the first time, answer the API-key dialog the page's first refused request opens.
+
+        The heading renders before the first API answer comes back, so the dialog is waited for, not raced
+        against the heading: with auth on, a tab without a key always gets a 401 and the dialog.
+        """
         self.page.goto(f"{self.url}/ui/#{route}")
-        dialog = self.page.locator("#key-dialog")
-        # a selector, not wait_for_function: its polling compiles the predicate in the page, which the CSP forbids
-        self.page.locator("#key-dialog[open], main h1").first.wait_for()
-        if dialog.evaluate("d => d.open"):
+        if not self.signed_in:
+            self.page.locator("#key-dialog[open]").wait_for()
             self.page.fill("#key-input", self.key)
             self.page.press("#key-input", "Enter")
+            self.signed_in = True
         self.page.locator("main h1").wait_for()
         return self.page
 

@@ -1,4 +1,4 @@
-"""An uploaded ONNX model as a torch module: a narrow converter over api_schemas.uploads.ONNX_OPERATORS.
+"""An uploaded ONNX model as a torch module, converted node by node through the operator table (onnx_ops/).
 
     net = build_onnx_network(model_spec, onnx_bytes, dtype=torch.float64)
     net(x) = f(w; x) ∈ R^O    (logits, [n, O])      net.outputs(x) = φ(f)    (the spec's head)
@@ -13,20 +13,22 @@ the values exported, multiplier 1):
           square kernel, equal strides, equal pads)           → ScaledConv2d
     every other floating-point initializer with ≥ 1 dimension → a parameter in `weights`
 
-so the structured tangent kernel (workers.engine.ntk) applies whenever every weight sits in
-a Linear or Conv layer; otherwise `auto` picks the jacobian method. Running statistics of a
-batch norm, scalar initializers and Constant nodes are constants (buffers). Casts to a float
-type cast to the network's dtype, so a float64 job stays float64 throughout.
+so the structured tangent kernel (workers.engine.ntk) covers the Linear and Conv layers and
+the rest are its fallback parameters. Running statistics of a batch norm
+(api_schemas.uploads.ONNX_CONSTANT_INPUTS), scalar and integer initializers and Constant
+nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
+masks, rotary tables) is computed once, here, and its outputs are constants too. Casts to a
+float type cast to the network's dtype, so a float64 job stays float64 throughout.
 
 Hidden representations α^(l) (layer sensitivity) are the outputs of the activation nodes
-(Relu, Tanh, Sigmoid, Softplus, Gelu, LeakyRelu) that are not the graph's output; a graph
-without one has the input of its last Gemm / MatMul / Conv as its one hidden representation.
-An operator variant this module does not implement raises OnnxConversionError naming the node.
+(onnx_ops.activations.ACTIVATIONS) that are not the graph's output; a graph without one has
+the input of its last Gemm / MatMul / Conv as its one hidden representation. An operator,
+attribute or variant the table does not implement raises OnnxConversionError naming the node
+and, where the exporter recorded it, the torch module it came from.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,33 +36,30 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 import torch
-import torch.nn.functional as F
 from onnx import TensorProto, numpy_helper
 from torch import Tensor, nn
 
 from api_schemas.spec import ModelSpec
-from api_schemas.uploads import ONNX_CONSTANT_INPUTS, ONNX_OPERATORS
+from api_schemas.uploads import ONNX_CONSTANT_INPUTS
 from workers.engine.activations import apply_head
 from workers.engine.layers import ScaledConv2d, ScaledLinear
+from workers.engine.onnx_ops.activations import ACTIVATIONS
+from workers.engine.onnx_ops.registry import Node, OnnxConversionError, table
 
-ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Softplus", "Gelu", "LeakyRelu")
 LAYERS = ("Gemm", "MatMul", "Conv")
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
-INTEGER_TYPES = {TensorProto.INT64: torch.int64, TensorProto.INT32: torch.int32, TensorProto.BOOL: torch.bool}
 
-
-class OnnxConversionError(ValueError):
-    """The ONNX graph uses something this converter does not implement; the message names the node."""
+__all__ = ["OnnxConversionError", "OnnxNetwork", "build_onnx_network"]
 
 
 @dataclass
 class Step:
-    """One node: `run(*inputs)` maps its input tensors (None for an omitted optional input) to its first output."""
+    """One node: `run(*inputs)` maps its input tensors (None for an omitted optional input) to its output, or a tuple of outputs."""
 
     op: str
     inputs: list[str]
-    output: str
-    run: Callable[..., Tensor]
+    outputs: list[str]
+    run: Callable[..., Tensor | tuple[Tensor, ...]]
 
 
 class OnnxNetwork(nn.Module):
@@ -129,14 +128,18 @@ class OnnxNetwork(nn.Module):
         readout_input = None
         for step in self.steps:
             args = [None if not name else env[name] if name in env else self.tensor(name) for name in step.inputs]
-            env[step.output] = step.run(*args)
-            if hidden is not None and step.op in ACTIVATIONS and step.output != self.output_name:
-                hidden.append(env[step.output])
+            result = step.run(*args)
+            for name, value in zip(step.outputs, result if isinstance(result, tuple) else (result,)):
+                if name:
+                    env[name] = value
+            output = step.outputs[0]
+            if hidden is not None and step.op in ACTIVATIONS and output != self.output_name:
+                hidden.append(env[output])
             if step.op in LAYERS and step.inputs[0] != self.input_name:
                 readout_input = args[0]
         if hidden == [] and readout_input is not None and readout_input.is_floating_point():
             hidden.append(readout_input)
-        return env[self.output_name]
+        return env[self.output_name] if self.output_name in env else self.tensor(self.output_name)
 
 
 def build_onnx_network(
@@ -164,6 +167,7 @@ def _key(name: str, taken: dict) -> str:
 class _Converter:
     def __init__(self, net: OnnxNetwork, graph: onnx.GraphProto, dtype: torch.dtype, device) -> None:
         self.net, self.graph, self.dtype, self.device = net, graph, dtype, device
+        self.table = table()
         self.initializers = {t.name: t for t in graph.initializer}
         self.uses: dict[str, int] = {}
         for node in graph.node:
@@ -180,33 +184,48 @@ class _Converter:
                 (constant if index in kept else trainable).add(name)
         return constant - trainable
 
+    def _trainable(self, tensor: TensorProto) -> bool:
+        return tensor.data_type in FLOAT_TYPES and len(tensor.dims) >= 1 and tensor.name not in self.constant_inputs
+
     def convert(self) -> None:
+        for name, tensor in self.initializers.items():
+            if not self._trainable(tensor):
+                self.net.add_constant(name, numpy_helper.to_array(tensor), self.device)
         nodes = list(self.graph.node)
         skip: set[int] = set()
         for index, node in enumerate(nodes):
             if index in skip:
                 continue
-            if node.op_type not in ONNX_OPERATORS or node.domain not in ("", "ai.onnx"):
-                raise OnnxConversionError(f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node {node.name!r}) is not supported")
             fused = self._fused_matmul_add(node, nodes, index)
             if fused is not None:
                 skip.add(fused)
                 continue
-            self.net.steps.append(self._step(node))
-        for name, tensor in self.initializers.items():
-            if name in self.absorbed:
+            layer = self._layer(node)
+            if layer is not None:
+                self.net.steps.append(layer)
                 continue
-            value = numpy_helper.to_array(tensor)
-            if tensor.data_type in FLOAT_TYPES and value.ndim >= 1 and name not in self.constant_inputs:
-                self.net.add_weight(name, value, self.dtype, self.device)
-            else:
-                self.net.add_constant(name, value, self.device)
+            step = self._step(node)
+            if not self._fold(step):
+                self.net.steps.append(step)
+        for name, tensor in self.initializers.items():
+            if name not in self.absorbed and self._trainable(tensor):
+                self.net.add_weight(name, numpy_helper.to_array(tensor), self.dtype, self.device)
+
+    def _layer(self, node: onnx.NodeProto) -> Step | None:
+        """A Gemm or Conv by an initializer used once, as a layer the structured kernel covers; else None."""
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Gemm", "Conv"):
+            return None
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        known = self.table[node.op_type].attributes
+        if any(name not in known for name in attributes):
+            return None  # _step refuses it by name
+        return self._gemm_layer(node, attributes) if node.op_type == "Gemm" else self._conv_layer(node, attributes)
 
     # ---- Linear and Conv layers owned by ScaledLinear / ScaledConv2d
 
     def _owned(self, name: str, ndim: int) -> np.ndarray | None:
         tensor = self.initializers.get(name)
-        if tensor is None or tensor.data_type not in FLOAT_TYPES or self.uses.get(name, 0) != 1 or name in self.constant_inputs:
+        if tensor is None or not self._trainable(tensor) or self.uses.get(name, 0) != 1:
             return None
         value = numpy_helper.to_array(tensor)
         return value if value.ndim == ndim else None
@@ -216,7 +235,7 @@ class _Converter:
         self.net.layers.append(layer)
         index = len(self.net.layers) - 1
         net = self.net
-        return Step(node.op_type, [node.input[0]], output, lambda x: net.layers[index](x))
+        return Step(node.op_type, [node.input[0]], [output], lambda x: net.layers[index](x))
 
     def _linear(self, weight: np.ndarray, bias: np.ndarray | None) -> ScaledLinear:
         layer = ScaledLinear(weight.shape[1], weight.shape[0], bias=bias is not None, weight_multiplier=1.0,
@@ -287,287 +306,54 @@ class _Converter:
         names = [node.input[1]] + ([node.input[2]] if bias is not None else [])
         return self._layer_step(node, layer, node.output[0], names)
 
-    # ---- every other node
+    # ---- every other node, through the operator table
 
-    def _step(self, node) -> Step:
+    def _step(self, node: onnx.NodeProto) -> Step:
+        """The node's Step after checking its operator, attributes and used outputs against the table."""
+        rule = self.table.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if rule is None:
+            raise OnnxConversionError(f"operator {node.domain + '.' if node.domain else ''}{node.op_type} is not supported ({where(node)})")
+        unknown = sorted(a.name for a in node.attribute if a.name not in rule.attributes)
+        if unknown:
+            raise OnnxConversionError(f"{node.op_type} attribute {', '.join(unknown)} is not supported ({where(node)})")
+        used = [i for i, name in enumerate(node.output) if name and (self.uses.get(name) or name == self.net.output_name)]
+        if any(i >= rule.outputs for i in used):
+            raise OnnxConversionError(f"{node.op_type}: only its first {rule.outputs} output(s) may be used ({where(node)})")
         attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        op = node.op_type
-        for extra in node.output[1:]:
-            if extra and self.uses.get(extra):
-                raise OnnxConversionError(f"node {node.name!r} ({op}): only its first output may be used")
-        if op == "Gemm" and (layer := self._gemm_layer(node, attributes)) is not None:
-            return layer
-        if op == "Conv" and (layer := self._conv_layer(node, attributes)) is not None:
-            return layer
-        if op == "Constant":
-            self.net.add_constant(node.output[0], _constant_value(node, attributes), self.device)
-            return Step(op, [node.output[0]], node.output[0], lambda value: value)
-        make = getattr(self, f"_op_{op}", None)
-        if make is None:
-            raise OnnxConversionError(f"operator {op} (node {node.name!r}) is not supported")
+        view = Node(node, attributes, self.net.opset, self.dtype, self.net.constant_value)
         try:
-            run = make(node, attributes)
+            run = rule.build(view)
         except OnnxConversionError as error:
-            raise OnnxConversionError(f"node {node.name!r} ({op}): {error}") from None
-        return Step(op, list(node.input), node.output[0], run)
+            raise OnnxConversionError(f"{node.op_type}: {error} ({where(node)})") from None
+        return Step(node.op_type, list(node.input), list(node.output), run)
+
+    def _fold(self, step: Step) -> bool:
+        """Compute a node whose inputs are all constants now, once; its outputs become constants. False if it is not one."""
+        if any(name and self.net.constant_value(name) is None for name in step.inputs):
+            return False
+        with torch.no_grad():
+            args = [self.net.tensor(name) if name else None for name in step.inputs]
+            result = step.run(*args)
+        for name, value in zip(step.outputs, result if isinstance(result, tuple) else (result,)):
+            if name:
+                self.net.add_constant(name, value.detach().cpu().numpy(), self.device)
+        return True
+
+
+def where(node: onnx.NodeProto) -> str:
+    """'node NAME' and, where the exporter recorded it, 'module /a/b/c' (the torch module path)."""
+    path = module_path(node)
+    return f"node {node.name!r}" + (f", module {path}" if path else "")
+
+
+def module_path(node: onnx.NodeProto) -> str | None:
+    """The torch module a node came from: the TorchScript exporter names nodes '/a/b.0/c/Op', the dynamo
+    exporter records 'pkg.torch.onnx.name_scopes'."""
+    scopes = next((p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.name_scopes"), None)
+    if scopes:
+        parts = [part.strip(" '\"") for part in scopes.strip("[]").split(",")]
+        return "/" + "/".join(part for part in parts if part)
+    if node.name.startswith("/") and node.name.count("/") > 1:
+        return node.name.rsplit("/", 1)[0]
+    return None
 
-    def _known(self, node, index: int, what: str) -> list[int] | None:
-        """An input that must be known when converting (axes, a shape given as a constant), as a list of ints."""
-        if len(node.input) <= index or not node.input[index]:
-            return None
-        name = node.input[index]
-        if name in self.initializers:
-            return [int(v) for v in numpy_helper.to_array(self.initializers[name]).reshape(-1)]
-        value = self.net.constant_value(name)
-        if value is None:
-            raise OnnxConversionError(f"{what} must be a constant")
-        return [int(v) for v in np.asarray(value).reshape(-1)]
-
-    def _op_Gemm(self, node, a):
-        alpha, beta, trans_a, trans_b = a.get("alpha", 1.0), a.get("beta", 1.0), a.get("transA", 0), a.get("transB", 0)
-
-        def gemm(x, w, c=None):
-            y = alpha * ((x.T if trans_a else x) @ (w.T if trans_b else w))
-            return y if c is None else y + beta * c
-
-        return gemm
-
-    def _op_MatMul(self, node, a):
-        return torch.matmul
-
-    def _op_Add(self, node, a):
-        return torch.add
-
-    def _op_Sub(self, node, a):
-        return torch.sub
-
-    def _op_Mul(self, node, a):
-        return torch.mul
-
-    def _op_Div(self, node, a):
-        return lambda x, y: torch.div(x, y, rounding_mode="trunc") if not x.is_floating_point() else x / y
-
-    def _op_Neg(self, node, a):
-        return torch.neg
-
-    def _op_Pow(self, node, a):
-        return lambda x, y: torch.pow(x, y.to(x.dtype) if x.is_floating_point() else y)
-
-    def _op_Sqrt(self, node, a):
-        return torch.sqrt
-
-    def _op_Exp(self, node, a):
-        return torch.exp
-
-    def _op_Log(self, node, a):
-        return torch.log
-
-    def _op_Relu(self, node, a):
-        return torch.relu
-
-    def _op_LeakyRelu(self, node, a):
-        slope = a.get("alpha", 0.01)
-        return lambda x: F.leaky_relu(x, slope)
-
-    def _op_Tanh(self, node, a):
-        return torch.tanh
-
-    def _op_Sigmoid(self, node, a):
-        return torch.sigmoid
-
-    def _op_Softplus(self, node, a):
-        return F.softplus
-
-    def _op_Erf(self, node, a):
-        return torch.erf
-
-    def _op_Gelu(self, node, a):
-        approximate = a.get("approximate", b"none")
-        approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
-        return lambda x: F.gelu(x, approximate=approximate)
-
-    def _softmax(self, a, function):
-        if self.net.opset >= 13:
-            axis = a.get("axis", -1)
-            return lambda x: function(x, dim=axis)
-        axis = a.get("axis", 1)
-
-        def coerced(x):
-            rows = math.prod(x.shape[: axis % x.dim()])
-            return function(x.reshape(rows, -1), dim=1).reshape(x.shape)
-
-        return coerced
-
-    def _op_Softmax(self, node, a):
-        return self._softmax(a, torch.softmax)
-
-    def _op_LogSoftmax(self, node, a):
-        return self._softmax(a, torch.log_softmax)
-
-    def _op_Conv(self, node, a):
-        dilations, group = a.get("dilations", [1, 1]), a.get("group", 1)
-        strides, pads = a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
-        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise OnnxConversionError("auto_pad is not supported; export with explicit pads")
-        if len(strides) != 2:
-            raise OnnxConversionError("only 2-D convolutions are supported")
-
-        def conv(x, w, b=None):
-            x = F.pad(x, (pads[1], pads[3], pads[0], pads[2])) if any(pads) else x
-            return F.conv2d(x, w, b, stride=strides, dilation=dilations, groups=group)
-
-        return conv
-
-    def _pool_pads(self, a) -> tuple[list[int], list[int], list[int]]:
-        kernel = a["kernel_shape"]
-        if len(kernel) != 2:
-            raise OnnxConversionError("only 2-D pooling is supported")
-        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise OnnxConversionError("auto_pad is not supported; export with explicit pads")
-        pads = a.get("pads", [0, 0, 0, 0])
-        if pads[0] != pads[2] or pads[1] != pads[3]:
-            raise OnnxConversionError("asymmetric pooling pads are not supported")
-        return kernel, a.get("strides", [1, 1]), pads[:2]
-
-    def _op_MaxPool(self, node, a):
-        kernel, strides, pads = self._pool_pads(a)
-        dilations, ceil = a.get("dilations", [1, 1]), bool(a.get("ceil_mode", 0))
-        return lambda x: F.max_pool2d(x, kernel, strides, pads, dilations, ceil_mode=ceil)
-
-    def _op_AveragePool(self, node, a):
-        kernel, strides, pads = self._pool_pads(a)
-        include, ceil = bool(a.get("count_include_pad", 0)), bool(a.get("ceil_mode", 0))
-        return lambda x: F.avg_pool2d(x, kernel, strides, pads, ceil_mode=ceil, count_include_pad=include)
-
-    def _op_GlobalAveragePool(self, node, a):
-        return lambda x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True)
-
-    def _op_LayerNormalization(self, node, a):
-        axis, eps = a.get("axis", -1), a.get("epsilon", 1e-5)
-
-        def layer_norm(x, scale, bias=None):
-            return F.layer_norm(x, x.shape[axis % x.dim():], scale, bias, eps)
-
-        return layer_norm
-
-    def _op_BatchNormalization(self, node, a):
-        eps = a.get("epsilon", 1e-5)
-        if a.get("training_mode", 0):
-            raise OnnxConversionError("training_mode batch normalization is not supported (export in eval mode)")
-
-        def batch_norm(x, scale, bias, mean, var):
-            shape = (1, -1) + (1,) * (x.dim() - 2)
-            return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
-
-        return batch_norm
-
-    def _op_Flatten(self, node, a):
-        axis = a.get("axis", 1)
-        return lambda x: x.reshape(math.prod(x.shape[: axis % (x.dim() + 1)]), -1)
-
-    def _op_Reshape(self, node, a):
-        allowzero = a.get("allowzero", 0)
-        name = node.input[1]
-        known = name in self.initializers or self.net.constant_value(name) is not None
-        fixed = self._known(node, 1, "the target shape") if known else None
-
-        def reshape(x, shape):
-            target = fixed if fixed is not None else [int(v) for v in shape.tolist()]
-            if not allowzero:
-                target = [x.shape[i] if v == 0 else v for i, v in enumerate(target)]
-            return x.reshape(target)
-
-        return reshape
-
-    def _op_Shape(self, node, a):
-        start, end = a.get("start", 0), a.get("end")
-        return lambda x: torch.tensor(list(x.shape)[start:end], dtype=torch.int64, device=x.device)
-
-    def _op_Transpose(self, node, a):
-        perm = a.get("perm")
-        return lambda x: x.permute(perm if perm is not None else list(reversed(range(x.dim()))))
-
-    def _axes(self, node, a) -> list[int] | None:
-        return a.get("axes") if "axes" in a else self._known(node, 1, "axes")
-
-    def _op_Squeeze(self, node, a):
-        axes = self._axes(node, a)
-
-        def squeeze(x, _axes=None):
-            if axes is None:
-                return x.squeeze()
-            return x.squeeze(tuple(axis % x.dim() for axis in axes))
-
-        return squeeze
-
-    def _op_Unsqueeze(self, node, a):
-        axes = self._axes(node, a)
-        if axes is None:
-            raise OnnxConversionError("axes are required")
-
-        def unsqueeze(x, _axes=None):
-            rank = x.dim() + len(axes)
-            for axis in sorted(axis % rank for axis in axes):
-                x = x.unsqueeze(axis)
-            return x
-
-        return unsqueeze
-
-    def _op_Concat(self, node, a):
-        axis = a["axis"]
-        return lambda *xs: torch.cat(xs, dim=axis)
-
-    def _op_Gather(self, node, a):
-        axis = a.get("axis", 0)
-
-        def gather(data, indices):
-            indices = indices.long()
-            size = data.shape[axis]
-            indices = torch.where(indices < 0, indices + size, indices)
-            if axis == 0 and data.dim() == 2 and data.is_floating_point():
-                return F.embedding(indices, data)
-            picked = data.index_select(axis, indices.reshape(-1))
-            return picked.reshape((*data.shape[:axis], *indices.shape, *data.shape[axis % data.dim() + 1:]))
-
-        return gather
-
-    def _reduce(self, node, a, function):
-        keepdims, noop = bool(a.get("keepdims", 1)), a.get("noop_with_empty_axes", 0)
-        axes = self._axes(node, a)
-
-        def reduce(x, _axes=None):
-            if not axes:
-                return x if noop else function(x, dim=tuple(range(x.dim())), keepdim=keepdims)
-            return function(x, dim=tuple(axes), keepdim=keepdims)
-
-        return reduce
-
-    def _op_ReduceMean(self, node, a):
-        return self._reduce(node, a, torch.mean)
-
-    def _op_ReduceSum(self, node, a):
-        return self._reduce(node, a, torch.sum)
-
-    def _op_Identity(self, node, a):
-        return lambda x: x
-
-    def _op_Dropout(self, node, a):
-        return lambda x, *_: x
-
-    def _op_Cast(self, node, a):
-        to = a["to"]
-        if to in FLOAT_TYPES:
-            net = self.net
-            return lambda x: x.to(net.float_dtype)
-        if to not in INTEGER_TYPES:
-            raise OnnxConversionError(f"Cast to {TensorProto.DataType.Name(to)} is not supported")
-        return lambda x: x.to(INTEGER_TYPES[to])
-
-
-def _constant_value(node, attributes: dict) -> np.ndarray:
-    if "value" in attributes:
-        return numpy_helper.to_array(attributes["value"])
-    for name, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64), ("value_ints", np.int64)):
-        if name in attributes:
-            return np.asarray(attributes[name], dtype=dtype)
-    raise OnnxConversionError(f"Constant node {node.name!r}: only tensor, float(s) and int(s) values are supported")

@@ -1,0 +1,3 @@
+"""Comparisons, boolean logic and selection: Equal, Less, …, Not, And, Or, Where."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Recurrent layers: LSTM, GRU, RNN (ONNX gate order and layouts)."""
+
+from __future__ import annotations

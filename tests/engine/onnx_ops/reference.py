@@ -3,6 +3,7 @@
     model = single_node("Clip", ["x", "lo", "hi"], {"lo": np.array(-0.5), "hi": np.array(0.5)}, opset=13)
     assert_matches_reference(model, x)            # converted net(x) == ReferenceEvaluator(model).run(x), float64
     assert_gradient_matches_finite_differences(model, x)   # torch.autograd.gradcheck of x ↦ net(x) and of the weights
+    assert_vmap_per_point_matches(model, x)       # vmap over points of net(x_i[None]) == net(x), as the jacobian kernel runs it
 
 The graph's one input is "x" (the batch); every other input of the node is an initializer
 (float initializers with ≥ 1 dimension are trainable weights of the converted network,
@@ -73,3 +74,14 @@ def assert_gradient_matches_finite_differences(model: onnx.ModelProto, x: np.nda
     args = ((x0,) if wrt_input else ()) + tuple(w.detach().clone().requires_grad_(True) for w in weights)
     assert args, "nothing to differentiate"
     assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def assert_vmap_per_point_matches(model: onnx.ModelProto, x: np.ndarray) -> None:
+    """torch.func.vmap of x_i ↦ net(x_i[None])[0] over the points equals net(x): how the jacobian kernel and the
+    batched Hessian products call the network (no .item() or in-place write on a batched tensor)."""
+    net = converted(model)
+    batch = torch.as_tensor(x)
+    with torch.no_grad():
+        whole = net(batch)
+        per_point = torch.func.vmap(lambda x_i: net(x_i.unsqueeze(0)).squeeze(0))(batch)
+    torch.testing.assert_close(per_point, whole, rtol=1e-12, atol=1e-12)

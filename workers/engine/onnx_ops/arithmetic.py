@@ -1,10 +1,13 @@
-"""Elementwise arithmetic and products: Add … Pow, MatMul, Gemm (numpy broadcasting, as ONNX specifies)."""
+"""Elementwise arithmetic and products: Add … Pow, Abs … Ceil, Min, Max, Clip, Mod, MatMul, Gemm, Einsum
+(numpy broadcasting, as ONNX specifies)."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from workers.engine.onnx_ops.registry import Node, Run, operator
+from workers.engine.onnx_ops.registry import Node, Run, float_like, operator
 
 
 @operator("Gemm", "alpha", "beta", "transA", "transB")
@@ -84,3 +87,89 @@ def log(node: Node) -> Run:
 def erf(node: Node) -> Run:
     """erf X."""
     return torch.erf
+
+
+@operator("Abs")
+def absolute(node: Node) -> Run:
+    """|X|."""
+    return torch.abs
+
+
+@operator("Reciprocal")
+def reciprocal(node: Node) -> Run:
+    """1 / X."""
+    return torch.reciprocal
+
+
+@operator("Sin")
+def sin(node: Node) -> Run:
+    """sin X."""
+    return torch.sin
+
+
+@operator("Cos")
+def cos(node: Node) -> Run:
+    """cos X."""
+    return torch.cos
+
+
+@operator("Sign")
+def sign(node: Node) -> Run:
+    """sign X ∈ {−1, 0, 1} (gradient 0)."""
+    return torch.sign
+
+
+@operator("Floor")
+def floor(node: Node) -> Run:
+    """⌊X⌋ (gradient 0)."""
+    return torch.floor
+
+
+@operator("Ceil")
+def ceil(node: Node) -> Run:
+    """⌈X⌉ (gradient 0)."""
+    return torch.ceil
+
+
+@operator("Min")
+def minimum(node: Node) -> Run:
+    """Elementwise min of all inputs (numpy broadcasting)."""
+    return lambda *xs: functools.reduce(torch.minimum, xs)
+
+
+@operator("Max")
+def maximum(node: Node) -> Run:
+    """Elementwise max of all inputs (numpy broadcasting)."""
+    return lambda *xs: functools.reduce(torch.maximum, xs)
+
+
+@operator("Clip", "min", "max")
+def clip(node: Node) -> Run:
+    """min(max(X, min), max); min and max are inputs from opset 11, attributes before (each optional; max wins if min > max)."""
+    low_attribute, high_attribute = node.attr("min"), node.attr("max")
+
+    def run(x, low=None, high=None):
+        low = float_like(x, low) if low is not None else low_attribute
+        high = float_like(x, high) if high is not None else high_attribute
+        y = x if low is None else torch.clamp(x, min=low)  # one bound at a time: an input and an attribute may mix
+        return y if high is None else torch.clamp(y, max=high)
+
+    return run
+
+
+@operator("Mod", "fmod")
+def mod(node: Node) -> Run:
+    """A mod B: fmod = 0 the sign of B (integer style, torch.remainder), fmod = 1 the sign of A (C fmod)."""
+    fmod = node.attr("fmod", 0)
+    if fmod not in (0, 1):
+        raise node.refuse(f"fmod={fmod} is not supported (0, 1)")
+    return torch.fmod if fmod else torch.remainder
+
+
+@operator("Einsum", "equation")
+def einsum(node: Node) -> Run:
+    """Σ over the summed indices of the product of the inputs, as `equation` says (numpy.einsum)."""
+    equation = "".join(str(node.attr("equation", "")).split())
+    if not equation:
+        raise node.refuse("equation='' is not supported (an Einsum needs an equation)")
+    return lambda *xs: torch.einsum(equation, *xs)

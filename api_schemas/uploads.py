@@ -11,30 +11,53 @@ from typing import Literal
 
 from pydantic import Field
 
+from api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
 from api_schemas.resources import Resource
 
 INVALID_UPLOAD = "urn:ntklab:problem:invalid-upload"
 """422: the uploaded file is malformed, unsafe or unsupported; `errors` names the part and the reason."""
 
-ONNX_OPERATORS = frozenset({
-    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Sqrt", "Exp", "Log",
-    "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softplus", "Erf", "Gelu", "Softmax", "LogSoftmax",
-    "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "LayerNormalization", "BatchNormalization",
-    "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Gather", "ReduceMean", "ReduceSum",
-    "Identity", "Dropout", "Constant", "Cast", "Shape",
-})
-"""The ONNX operators (default domain) an uploaded model may use: the worker converts exactly these to torch.
-
-Shape reads the (per-point, batch included) shape of a tensor for Reshape targets such as
-x.view(x.size(0), -1); Conv and the pools are 2-D.
-"""
+ONNX_OPERATORS = frozenset(ONNX_OPERATOR_ATTRIBUTES)
+"""The ONNX operators (default domain) an uploaded model may use: exactly the worker's converter table
+(api_schemas/onnx_operators.py, generated from workers/engine/onnx_ops/, lists each one's attributes)."""
 
 ONNX_CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {"BatchNormalization": (3, 4)}
-"""Initializer inputs that stay constants (a batch norm's running mean and variance), by operator and input index.
+"""Initializer inputs that stay constants (a batch norm's running mean and variance), by operator and input index."""
 
-Every other floating-point initializer with at least one dimension is a trainable parameter;
-scalar initializers (0-d) and Constant nodes are constants.
-"""
+FLOAT_ELEMENT_TYPES = (1, 10, 11)
+"""onnx.TensorProto's FLOAT, FLOAT16 and DOUBLE."""
+
+
+def trainable_initializers(graph) -> list[tuple[str, list[int]]]:
+    """(name, shape) of the trainable parameters of an ONNX graph, in initializer order.
+
+    `graph` is an onnx.GraphProto (read duck-typed: `.node[i].op_type/.input`, `.initializer[j].name/.dims/
+    .data_type`, so this module needs no onnx). Trainable: a floating-point initializer with at least one
+    dimension that feeds some input other than ONNX_CONSTANT_INPUTS (a batch norm's running statistics are
+    constants: the network as it predicts). Scalar, integer and boolean initializers and Constant nodes are
+    constants. The SDK, the API's upload check and the worker's converter all count with this rule.
+    """
+    constant, used = set(), set()
+    for node in graph.node:
+        kept = ONNX_CONSTANT_INPUTS.get(node.op_type, ())
+        for index, name in enumerate(node.input):
+            (constant if index in kept else used).add(name)
+    frozen = constant - used
+    return [(t.name, [int(d) for d in t.dims]) for t in graph.initializer
+            if t.data_type in FLOAT_ELEMENT_TYPES and len(t.dims) >= 1 and t.name not in frozen]
+
+
+def node_description(node) -> str:
+    """'node NAME, module /a/b/c' for an onnx.NodeProto (read duck-typed): the torch module path where the exporter
+    recorded it (the TorchScript exporter names nodes '/a/b.0/c/Op', the dynamo exporter records
+    'pkg.torch.onnx.name_scopes'), for errors a user can act on."""
+    path = None
+    scopes = next((p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.name_scopes"), None)
+    if scopes:
+        path = "/" + "/".join(part.strip(" '\"") for part in scopes.strip("[]").split(",") if part.strip(" '\""))
+    elif node.name.startswith("/") and node.name.count("/") > 1:
+        path = node.name.rsplit("/", 1)[0]
+    return f"node {node.name!r}" + (f", module {path}" if path else "")
 
 
 class ArrayInfo(Resource):
@@ -76,11 +99,19 @@ class TensorInfo(Resource):
     shape: list[int | str]
 
 
+class TrainableTensor(Resource):
+    """One trainable parameter of an uploaded model: the initializer's name and shape."""
+
+    name: str
+    shape: list[int]
+
+
 class Model(Resource):
     """An uploaded ONNX model, parsed (never run): use it with `model: {"kind": "onnx", "id": ...}`.
 
     Its floating-point initializers with at least one dimension become the trainable
-    parameters (standard parameterization: the weights are the ones exported).
+    parameters (standard parameterization: the weights are the ones exported), except a batch
+    norm's running statistics, which stay constants; `trainable` lists them.
     """
 
     id: str
@@ -90,6 +121,9 @@ class Model(Resource):
     sha256: str
     size: int = Field(description="bytes of the ONNX file")
     parameters: int = Field(description="trainable parameters: elements of the floating-point initializers")
+    trainable: list[TrainableTensor] | None = Field(
+        default=None, description="the trainable initializers (name, shape) in graph order, to check against "
+        "the module's parameters; null for models uploaded before this field existed")
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     operators: list[str] = Field(description="the ONNX operator types the graph uses, sorted")

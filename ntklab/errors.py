@@ -158,3 +158,19 @@ def _describe(status: int, title: str, detail: str | None, errors: list[dict[str
     for error in errors:
         text += f"\n  {error.get('field', '?')}: {error.get('message', '')}"
     return text
+
+
+class ExportMismatchError(NtklabError, ValueError):
+    """An exported ONNX model is not the module it came from: other parameters, or other outputs.
+
+    `missing` are the module's trainable parameters the export lacks, `extra` the export's
+    trainable initializers the module does not have (a folded BatchNorm shows as both),
+    `reshaped` [(name, module shape, export shape)]; `max_difference` the largest |Δ| of the
+    outputs on the example input (None when the parameters already differ).
+    """
+
+    def __init__(self, message: str, *, missing: list[str] = (), extra: list[str] = (),  # type: ignore[assignment]
+                 reshaped: list[tuple[str, list[int], list[int]]] = (), max_difference: float | None = None) -> None:  # type: ignore[assignment]
+        super().__init__(message)
+        self.missing, self.extra, self.reshaped = list(missing), list(extra), list(reshaped)
+        self.max_difference = max_difference

@@ -5,14 +5,17 @@ Refused with a 422 naming what is wrong (nothing is stored):
     bytes that do not parse as an ONNX ModelProto, or that onnx.checker finds malformed;
     external-data references (a tensor whose bytes live in another file), sparse initializers,
     model-local functions, operator domains other than the default, subgraphs;
-    an operator outside api_schemas.uploads.ONNX_OPERATORS (the error names it and its node);
+    an operator outside the converter's table (api_schemas/onnx_operators.py, generated from the worker's),
+    or an attribute its builder does not accept (the error names the operator, the node and, where the
+    exporter recorded it, the torch module path);
     a tensor whose declared size exceeds max_upload_bytes or differs from the bytes it holds;
     anything but one floating-point or integer input [batch, ...] with a symbolic batch axis and
     one output [batch, O];
     more than settings.max_model_nodes nodes.
 The trainable parameters are the floating-point initializers with at least one dimension,
-except a batch norm's running statistics (api_schemas.uploads.ONNX_CONSTANT_INPUTS); their
-element count is the model's `parameters`.
+except a batch norm's running statistics (api_schemas.uploads.trainable_initializers, the rule the
+SDK and the worker use too); `trainable` lists them (name, shape) and their element count is the
+model's `parameters`.
 
 What one example costs, from the shapes inference gives every node output (batch axis = 1), for
 the job estimate (api_schemas/forward_profile.py): `activation_elements` = Σ over node outputs
@@ -33,7 +36,8 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
 from api_schemas.problems import FieldError
-from api_schemas.uploads import INVALID_UPLOAD, ONNX_CONSTANT_INPUTS, ONNX_OPERATORS
+from api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
+from api_schemas.uploads import INVALID_UPLOAD, ONNX_OPERATORS, node_description, trainable_initializers
 from config.settings import Settings
 from service.problems import ProblemError
 from service.uploads import invalid, too_large
@@ -55,6 +59,7 @@ PICKLE_EXPLANATION = (
 @dataclass(frozen=True)
 class CheckedModel:
     parameters: int
+    trainable: list[dict]
     inputs: list[dict]
     outputs: list[dict]
     operators: list[str]
@@ -78,11 +83,10 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     _refuse_outside_references(model)
     operators = _operators(model, settings)
     initializers = {tensor.name for tensor in model.graph.initializer}
-    constants = _constant_initializers(model)
-    parameters = sum(
-        _checked_tensor(tensor, f"graph.initializer.{tensor.name}", settings) * (tensor.name not in constants)
-        for tensor in model.graph.initializer
-    )
+    for tensor in model.graph.initializer:
+        _checked_tensor(tensor, f"graph.initializer.{tensor.name}", settings)
+    trainable = [{"name": name, "shape": shape} for name, shape in trainable_initializers(model.graph)]
+    parameters = sum(math.prod(t["shape"]) for t in trainable)
     for index, node in enumerate(model.graph.node):
         for attribute in node.attribute:
             if attribute.type == onnx.AttributeProto.TENSOR:
@@ -95,7 +99,7 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     inputs = [_tensor_info(value) for value in model.graph.input if value.name not in initializers]
     outputs = [_tensor_info(value) for value in model.graph.output]
     _check_signature(inputs, outputs)
-    return CheckedModel(parameters, inputs, outputs, operators, opset, *per_example_cost(inferred, inputs[0]["name"]))
+    return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(inferred, inputs[0]["name"]))
 
 
 def per_example_cost(inferred: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
@@ -138,16 +142,6 @@ def _flops_per_element(node: onnx.NodeProto, shapes: dict[str, list | None]) -> 
         weight = shapes.get(node.input[1]) or [1]
         return 2 * math.prod(dim for dim in weight[1:] if isinstance(dim, int))
     return 1
-
-
-def _constant_initializers(model: onnx.ModelProto) -> set[str]:
-    """Initializers that feed only inputs ONNX_CONSTANT_INPUTS keeps constant (running statistics)."""
-    constant, trainable = set(), set()
-    for node in model.graph.node:
-        kept = ONNX_CONSTANT_INPUTS.get(node.op_type, ())
-        for index, name in enumerate(node.input):
-            (constant if index in kept else trainable).add(name)
-    return constant - trainable
 
 
 def _refuse_code_formats(data: bytes) -> None:
@@ -197,13 +191,20 @@ def _operators(model: onnx.ModelProto, settings: Settings) -> list[str]:
                            errors=[FieldError(field="graph.node", message=message, limit=settings.max_model_nodes, value=len(nodes))])
     errors = []
     for index, node in enumerate(nodes):
+        where = node_description(node)
         if node.domain not in DEFAULT_DOMAINS:
-            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.domain}.{node.op_type} (node {node.name!r}) is in a custom domain", value=node.op_type))
+            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.domain}.{node.op_type} ({where}) is in a custom domain", value=node.op_type))
         elif node.op_type not in ONNX_OPERATORS:
-            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.op_type!r} (node {node.name!r}) is not supported", value=node.op_type))
+            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.op_type!r} ({where}) is not supported", value=node.op_type))
+        else:
+            unknown = sorted(a.name for a in node.attribute if a.name not in ONNX_OPERATOR_ATTRIBUTES[node.op_type])
+            if unknown:
+                errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.op_type!r} ({where}): attribute "
+                                         f"{', '.join(unknown)} is not supported", value=f"{node.op_type}.{unknown[0]}"))
     if errors:
         unsupported = sorted({str(error.value) for error in errors})
-        detail = f"unsupported ONNX operators: {', '.join(unsupported)}; supported: {', '.join(sorted(ONNX_OPERATORS))}"
+        detail = (f"unsupported ONNX operators or attributes: {', '.join(unsupported)} (first: {errors[0].message}); "
+                  f"supported: {', '.join(sorted(ONNX_OPERATORS))} (docs/models.md lists each one's attributes)")
         raise ProblemError(422, detail, type=INVALID_UPLOAD, title="Upload refused", errors=errors[:50])
     return sorted({node.op_type for node in nodes})
 

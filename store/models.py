@@ -273,6 +273,8 @@ class UploadedModel(Base):
     blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="RESTRICT"), index=True)
     format: Mapped[str] = mapped_column(String(16), default="onnx")
     parameters: Mapped[int] = mapped_column(BigInteger)
+    # the trainable initializers [{name, shape}] (api_schemas.uploads.trainable_initializers); None before 0009
+    trainable: Mapped[list | None] = mapped_column(JSON)
     inputs: Mapped[list] = mapped_column(JSON)
     outputs: Mapped[list] = mapped_column(JSON)
     operators: Mapped[list] = mapped_column(JSON)

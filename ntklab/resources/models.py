@@ -4,16 +4,15 @@
     model = client.models.upload("net.onnx")              # an ONNX file
     job = client.jobs.create(model={"kind": "onnx", "id": model.id}, data=...)
 
-A module is exported on this machine with torch.onnx.export (the `[torch]` extra:
-pip install 'ntklab[torch]') with a dynamic batch axis; the service only ever parses the
-ONNX protobuf and converts it to torch in the worker. Pickled checkpoints (.pt, .pth, .pt2,
+A module is exported on this machine (ntklab/onnx_export.py: the `[torch]` extra,
+pip install 'ntklab[torch]') with a dynamic batch axis and no folding, and checked to have the
+module's trainable parameters and outputs before it is sent (ExportMismatchError otherwise);
+the service only ever parses the ONNX protobuf and converts it to torch in the worker. Pickled checkpoints (.pt, .pth, .pt2,
 .pkl) are refused, here and by the service: loading one can run arbitrary code.
 """
 
 from __future__ import annotations
 
-import importlib
-import io
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict
 
 from api_schemas import uploads as wire
+from ntklab.onnx_export import export_module
 from ntklab.resources.datasets import send_upload, send_upload_async
 
 if TYPE_CHECKING:
@@ -46,39 +46,6 @@ def model_id(model: ModelRef) -> str:
     return model.id if isinstance(model, Model) else model
 
 
-def export_onnx(module: Any, example_input: Any, *, dynamo: bool = False, opset_version: int | None = None) -> bytes:
-    """The ONNX bytes of `module` (in eval mode) traced on `example_input` [batch, ...], with a dynamic batch axis.
-
-    dynamo=False uses torch's TorchScript-based exporter (no further package); dynamo=True
-    the torch.export-based one (needs onnxscript). A batch of one is repeated to two first,
-    so that no exporter mistakes the batch axis for a constant.
-    """
-    try:
-        torch = importlib.import_module("torch")
-    except ImportError as error:
-        raise ImportError("exporting a torch module needs torch: pip install 'ntklab[torch]'") from error
-    example = example_input if isinstance(example_input, torch.Tensor) else torch.as_tensor(example_input)
-    if example.dim() < 2:
-        raise ValueError(f"example_input must be a batch [batch, ...]; it has shape {list(example.shape)}")
-    if example.shape[0] == 1:
-        example = torch.cat([example, example])
-    training = module.training
-    module.eval()
-    try:
-        if dynamo:
-            batch = torch.export.Dim("batch", min=1)
-            program = torch.onnx.export(module, (example,), dynamo=True, input_names=["x"], output_names=["y"],
-                                        dynamic_shapes=({0: batch},), opset_version=opset_version)
-            return program.model_proto.SerializeToString()
-        buffer = io.BytesIO()
-        torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset_version,
-                          keep_initializers_as_inputs=True)  # else equal initializers (fresh LayerNorms) are merged: tied
-        return buffer.getvalue()
-    finally:
-        module.train(training)
-
-
 def model_body(model: Any, example_input: Any, *, dynamo: bool, opset_version: int | None) -> bytes:
     """ONNX bytes from a path, from bytes, or by exporting a torch.nn.Module on `example_input`."""
     if isinstance(model, (str, os.PathLike)):
@@ -92,7 +59,7 @@ def model_body(model: Any, example_input: Any, *, dynamo: bool, opset_version: i
     if hasattr(model, "state_dict") and callable(model):
         if example_input is None:
             raise TypeError("exporting a module needs example_input: a batch [batch, ...] of inputs")
-        return export_onnx(model, example_input, dynamo=dynamo, opset_version=opset_version)
+        return export_module(model, example_input, dynamo=dynamo, opset_version=opset_version)
     raise TypeError(f"upload() takes a torch.nn.Module, an .onnx path or ONNX bytes, not {type(model).__name__}")
 
 

@@ -14,7 +14,7 @@ from torch import nn
 
 from ntklab import errors
 from ntklab.client import AsyncClient, Client
-from ntklab.resources.models import export_onnx
+from ntklab.onnx_export import export_module
 from tests.upload_files import mlp_onnx
 
 
@@ -99,7 +99,7 @@ def test_the_dynamo_exporter_when_onnxscript_is_installed():
     module = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        data = export_onnx(module, torch.zeros(2, 3), dynamo=True)
+        data = export_module(module, torch.zeros(2, 3), dynamo=True)
     import onnx
 
     assert onnx.load_from_string(data).graph.input[0].type.tensor_type.shape.dim[0].dim_param

@@ -15,7 +15,7 @@ the values exported, multiplier 1):
 
 so the structured tangent kernel (workers.engine.ntk) covers the Linear and Conv layers and
 the rest are its fallback parameters. Running statistics of a batch norm
-(api_schemas.uploads.ONNX_CONSTANT_INPUTS), scalar and integer initializers and Constant
+(api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
 nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
 masks, rotary tables) is computed once, here, and its outputs are constants too. Casts to a
 float type cast to the network's dtype, so a float64 job stays float64 throughout.
@@ -40,14 +40,13 @@ from onnx import TensorProto, numpy_helper
 from torch import Tensor, nn
 
 from api_schemas.spec import ModelSpec
-from api_schemas.uploads import ONNX_CONSTANT_INPUTS
+from api_schemas.uploads import node_description, trainable_initializers
 from workers.engine.activations import apply_head
 from workers.engine.layers import ScaledConv2d, ScaledLinear
 from workers.engine.onnx_ops.activations import ACTIVATIONS
-from workers.engine.onnx_ops.registry import Node, OnnxConversionError, table
+from workers.engine.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
 
 LAYERS = ("Gemm", "MatMul", "Conv")
-FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
 
 __all__ = ["OnnxConversionError", "OnnxNetwork", "build_onnx_network"]
 
@@ -173,19 +172,11 @@ class _Converter:
         for node in graph.node:
             for name in node.input:
                 self.uses[name] = self.uses.get(name, 0) + 1
-        self.constant_inputs = self._constant_inputs()
+        self.trainable = {name for name, _ in trainable_initializers(graph)}
         self.absorbed: set[str] = set()
 
-    def _constant_inputs(self) -> set[str]:
-        constant, trainable = set(), set()
-        for node in self.graph.node:
-            kept = ONNX_CONSTANT_INPUTS.get(node.op_type, ())
-            for index, name in enumerate(node.input):
-                (constant if index in kept else trainable).add(name)
-        return constant - trainable
-
     def _trainable(self, tensor: TensorProto) -> bool:
-        return tensor.data_type in FLOAT_TYPES and len(tensor.dims) >= 1 and tensor.name not in self.constant_inputs
+        return tensor.name in self.trainable
 
     def convert(self) -> None:
         for name, tensor in self.initializers.items():
@@ -215,7 +206,7 @@ class _Converter:
         """A Gemm or Conv by an initializer used once, as a layer the structured kernel covers; else None."""
         if node.domain not in ("", "ai.onnx") or node.op_type not in ("Gemm", "Conv"):
             return None
-        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        attributes = decoded_attributes(node)
         known = self.table[node.op_type].attributes
         if any(name not in known for name in attributes):
             return None  # _step refuses it by name
@@ -312,19 +303,19 @@ class _Converter:
         """The node's Step after checking its operator, attributes and used outputs against the table."""
         rule = self.table.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if rule is None:
-            raise OnnxConversionError(f"operator {node.domain + '.' if node.domain else ''}{node.op_type} is not supported ({where(node)})")
+            raise OnnxConversionError(f"operator {node.domain + '.' if node.domain else ''}{node.op_type} is not supported ({node_description(node)})")
         unknown = sorted(a.name for a in node.attribute if a.name not in rule.attributes)
         if unknown:
-            raise OnnxConversionError(f"{node.op_type} attribute {', '.join(unknown)} is not supported ({where(node)})")
+            raise OnnxConversionError(f"{node.op_type} attribute {', '.join(unknown)} is not supported ({node_description(node)})")
         used = [i for i, name in enumerate(node.output) if name and (self.uses.get(name) or name == self.net.output_name)]
         if any(i >= rule.outputs for i in used):
-            raise OnnxConversionError(f"{node.op_type}: only its first {rule.outputs} output(s) may be used ({where(node)})")
-        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            raise OnnxConversionError(f"{node.op_type}: only its first {rule.outputs} output(s) may be used ({node_description(node)})")
+        attributes = decoded_attributes(node)
         view = Node(node, attributes, self.net.opset, self.dtype, self.net.constant_value)
         try:
             run = rule.build(view)
         except OnnxConversionError as error:
-            raise OnnxConversionError(f"{node.op_type}: {error} ({where(node)})") from None
+            raise OnnxConversionError(f"{node.op_type}: {error} ({node_description(node)})") from None
         return Step(node.op_type, list(node.input), list(node.output), run)
 
     def _fold(self, step: Step) -> bool:
@@ -338,22 +329,3 @@ class _Converter:
             if name:
                 self.net.add_constant(name, value.detach().cpu().numpy(), self.device)
         return True
-
-
-def where(node: onnx.NodeProto) -> str:
-    """'node NAME' and, where the exporter recorded it, 'module /a/b/c' (the torch module path)."""
-    path = module_path(node)
-    return f"node {node.name!r}" + (f", module {path}" if path else "")
-
-
-def module_path(node: onnx.NodeProto) -> str | None:
-    """The torch module a node came from: the TorchScript exporter names nodes '/a/b.0/c/Op', the dynamo
-    exporter records 'pkg.torch.onnx.name_scopes'."""
-    scopes = next((p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.name_scopes"), None)
-    if scopes:
-        parts = [part.strip(" '\"") for part in scopes.strip("[]").split(",")]
-        return "/" + "/".join(part for part in parts if part)
-    if node.name.startswith("/") and node.name.count("/") > 1:
-        return node.name.rsplit("/", 1)[0]
-    return None
-

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api_schemas import problems as types
 from api_schemas.problems import Problem
-from api_schemas.uploads import Model, ModelPage, TensorInfo
+from api_schemas.uploads import Model, ModelPage, TensorInfo, TrainableTensor
 from config.settings import Settings
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
 from service.api.routes import StrictJSONRoute
@@ -128,7 +128,7 @@ def _check_and_store(
                 return existing, False
             row = models.UploadedModel(
                 id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
-                parameters=checked.parameters, inputs=checked.inputs, outputs=checked.outputs,
+                parameters=checked.parameters, trainable=checked.trainable, inputs=checked.inputs, outputs=checked.outputs,
                 operators=checked.operators, opset=checked.opset, size=file.size, created_at=models.utcnow(),
                 activation_elements=checked.activation_elements, forward_flops=checked.forward_flops,
             )
@@ -149,6 +149,7 @@ def model_resource(row: models.UploadedModel, hashes: dict[str, str]) -> Model:
         sha256=hashes.get(row.blob_id, ""),
         size=row.size,
         parameters=row.parameters,
+        trainable=None if row.trainable is None else [TrainableTensor(**tensor) for tensor in row.trainable],
         inputs=[TensorInfo(**tensor) for tensor in row.inputs],
         outputs=[TensorInfo(**tensor) for tensor in row.outputs],
         operators=row.operators,

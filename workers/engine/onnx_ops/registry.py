@@ -105,6 +105,26 @@ def table() -> dict[str, Operator]:
     return TABLE
 
 
+def decoded_attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as Python values; float attributes as the shortest decimal that rounds to the stored float32.
+
+    ONNX stores float attributes (epsilon, alpha, …) in float32: a module's eps = 1e-5 arrives as
+    9.99999974738e-06, which moves a float64 LayerNorm's output by ~1e-10 relative (measured on
+    GPT-2). The shortest decimal string of the float32 ("1e-05") is the literal the module was
+    written with whenever that literal has at most 7 significant digits, so float64 networks get
+    the module's own constant back; other values keep the float32 value to within its rounding.
+    """
+    decoded = {}
+    for attribute in node.attribute:
+        value = onnx.helper.get_attribute_value(attribute)
+        if attribute.type == onnx.AttributeProto.FLOAT:
+            value = float(str(np.float32(value)))
+        elif attribute.type == onnx.AttributeProto.FLOATS:
+            value = [float(str(np.float32(v))) for v in value]
+        decoded[attribute.name] = value
+    return decoded
+
+
 def float_like(x: Tensor, value: Tensor) -> Tensor:
     """`value` cast to x's dtype when x is floating point (ONNX attributes and scalars arrive as float32/float64)."""
     return value.to(x.dtype) if x.is_floating_point() and value.is_floating_point() else value

@@ -21,8 +21,11 @@ ONNX_OPERATORS = frozenset(ONNX_OPERATOR_ATTRIBUTES)
 """The ONNX operators (default domain) an uploaded model may use: exactly the worker's converter table
 (api_schemas/onnx_operators.py, generated from workers/engine/onnx_ops/, lists each one's attributes)."""
 
-ONNX_CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {"BatchNormalization": (3, 4)}
-"""Initializer inputs that stay constants (a batch norm's running mean and variance), by operator and input index."""
+ONNX_CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
+    "BatchNormalization": (3, 4), "Clip": (1, 2), "Pad": (2,), "Resize": (1, 2), "Range": (0, 1, 2),
+}
+"""Initializer inputs that stay constants, by operator and input index: a batch norm's running mean and variance,
+clamp bounds, a pad value, Resize's roi and scales, Range's bounds (torch exports these from Python numbers)."""
 
 FLOAT_ELEMENT_TYPES = (1, 10, 11)
 """onnx.TensorProto's FLOAT, FLOAT16 and DOUBLE."""

@@ -129,3 +129,15 @@ def test_einsum_matches_numpy_einsum(equation, x_shape, w_shapes):
     x = rng.normal(size=x_shape)
     weights = {f"w{i}": rng.normal(size=s) for i, s in enumerate(w_shapes)}
     check(single_node("Einsum", ["x", *weights], x, weights, opset=13, equation=equation), x)
+
+
+def test_clip_has_the_derivative_of_relu6_at_its_bounds():
+    """torch exports nn.ReLU6 / Hardtanh as Clip; their derivative is 0 at a bound (clamp's is 1). MobileNetV2's kernel
+    was 2.7e-4 off until Clip took the hardtanh convention (inputs exactly at 0 are common after zero padding)."""
+    x = np.array([[-1.0, 0.0, 0.5, 6.0, 7.0]])
+    model = single_node("Clip", ["x", "lo", "hi"], x, {"lo": np.array(0.0), "hi": np.array(6.0)}, opset=13)
+    point = torch.tensor(x, requires_grad=True)
+    converted(model)(point).sum().backward()
+    reference = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.relu6(reference).sum().backward()
+    assert point.grad.tolist() == reference.grad.tolist() == [[0.0, 0.0, 1.0, 0.0, 0.0]]

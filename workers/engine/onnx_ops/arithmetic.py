@@ -145,14 +145,21 @@ def maximum(node: Node) -> Run:
 
 @operator("Clip", "min", "max")
 def clip(node: Node) -> Run:
-    """min(max(X, min), max); min and max are inputs from opset 11, attributes before (each optional; max wins if min > max)."""
+    """min(max(X, min), max), ∂/∂X = 1 strictly inside (min, max); min and max are inputs from opset 11, attributes before."""
     low_attribute, high_attribute = node.attr("min"), node.attr("max")
 
     def run(x, low=None, high=None):
         low = float_like(x, low) if low is not None else low_attribute
         high = float_like(x, high) if high is not None else high_attribute
         y = x if low is None else torch.clamp(x, min=low)  # one bound at a time: an input and an attribute may mix
-        return y if high is None else torch.clamp(y, max=high)
+        y = y if high is None else torch.clamp(y, max=high)
+        if not x.is_floating_point():
+            return y
+        # the derivative of torch's hardtanh / relu6 / relu, which export as Clip: 0 at a bound, not clamp's 1 there
+        inside = torch.ones_like(x, dtype=torch.bool)
+        inside = inside if low is None else inside & (x > low)
+        inside = inside if high is None else inside & (x < high)
+        return torch.where(inside, x, y.detach())
 
     return run
 

@@ -96,3 +96,13 @@ def test_where_with_a_constant_mask_broadcasting_against_x():
     check(model, x)
     assert_gradient_matches_finite_differences(model, x)
     assert_forward_mode_matches_reverse(model, x)
+
+
+@pytest.mark.parametrize("negative, positive", [(1, 1), (0, 1), (1, 0)])
+def test_isnan_and_isinf_against_the_reference(negative, positive):
+    x = np.array([[0.5, np.nan, np.inf, -np.inf, -2.0]])
+    nan = graph_model([helper.make_node("IsNaN", ["x"], ["b"]), helper.make_node("Cast", ["b"], ["y"], to=TensorProto.DOUBLE)], x)
+    assert_matches_reference(nan, x)
+    inf = graph_model([helper.make_node("IsInf", ["x"], ["b"], detect_negative=negative, detect_positive=positive),
+                       helper.make_node("Cast", ["b"], ["y"], to=TensorProto.DOUBLE)], x)
+    assert_matches_reference(inf, x)

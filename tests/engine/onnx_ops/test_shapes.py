@@ -206,3 +206,15 @@ def test_reshape_is_per_point_and_differentiable():
     model = single_node("Reshape", ["x", "shape"], x, {"shape": np.array([0, 3, -1])})
     assert_gradient_matches_finite_differences(model, x)
     assert_vmap_per_point_matches(model, x)
+
+
+@pytest.mark.parametrize("like", [np.array([1.0], dtype=np.float32), np.array([1], dtype=np.int64)])
+def test_castlike_takes_the_target_type_and_a_float_target_is_the_networks_dtype(like):
+    x = np.array([[1.7, -2.2, 3.0]])
+    model = graph_model([helper.make_node("CastLike", ["x", "like"], ["c"]), helper.make_node("Cast", ["c"], ["y"], to=TensorProto.DOUBLE)],
+                        x, {"like": like})
+    expected = x.astype(like.dtype).astype(np.float64)  # float32 target: the converter keeps float64 (exact here)
+    with torch.no_grad():
+        got = converted(model)(torch.as_tensor(x)).numpy()
+    np.testing.assert_array_equal(got, np.trunc(x) if like.dtype.kind == "i" else x)
+    np.testing.assert_allclose(got, expected, rtol=1e-7)

@@ -69,3 +69,16 @@ def logical_xor(node: Node) -> Run:
 def where(node: Node) -> Run:
     """X where condition, else Y (numpy broadcasting of all three; differentiable in X and Y)."""
     return lambda condition, x, y: torch.where(condition.to(torch.bool), x, y)
+
+
+@operator("IsNaN")
+def is_nan(node: Node) -> Run:
+    """X ≠ X elementwise (bool)."""
+    return torch.isnan
+
+
+@operator("IsInf", "detect_negative", "detect_positive")
+def is_inf(node: Node) -> Run:
+    """X = +∞ (detect_positive) or X = −∞ (detect_negative), elementwise (bool)."""
+    negative, positive = bool(node.attr("detect_negative", 1)), bool(node.attr("detect_positive", 1))
+    return lambda x: (torch.isposinf(x) & positive) | (torch.isneginf(x) & negative)

@@ -158,6 +158,13 @@ def cast(node: Node) -> Run:
     return lambda x: x.to(INTEGER_TYPES[to])
 
 
+@operator("CastLike", "saturate")
+def cast_like(node: Node) -> Run:
+    """X converted to the element type of `target_type`; a float target is the network's dtype (as Cast)."""
+    dtype = node.float_dtype
+    return lambda x, like: x.to(dtype if like.is_floating_point() else like.dtype)
+
+
 @operator("Split", "axis", "split", "num_outputs", outputs=64)
 def split(node: Node) -> Run:
     """X cut along `axis` into pieces of the `split` sizes, or into equal pieces (the last smaller) without them."""

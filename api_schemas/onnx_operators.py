@@ -38,6 +38,7 @@ ONNX_OPERATOR_ATTRIBUTES: dict[str, frozenset[str]] = {
     'GRU': frozenset({'activations', 'clip', 'direction', 'hidden_size', 'layout', 'linear_before_reset'}),
     'Gather': frozenset({'axis'}),
     'GatherElements': frozenset({'axis'}),
+    'GatherND': frozenset({'batch_dims'}),
     'Gelu': frozenset({'approximate'}),
     'Gemm': frozenset({'alpha', 'beta', 'transA', 'transB'}),
     'GlobalAveragePool': frozenset(),

@@ -55,9 +55,9 @@ def export_module(module: Any, example_input: Any, *, dynamo: bool = False, opse
     module.eval()
     try:
         proto = onnx.load_from_string(_export(torch, module, example, dynamo, opset_version))
-        trainable = {name: list(p.shape) for name, p in module.named_parameters() if p.requires_grad}
-        buffers_as_constants(proto, set(trainable))
-        check_parameters(proto, trainable)
+        aliases = parameter_aliases(module)
+        buffers_as_constants(proto, set(aliases))
+        check_parameters(proto, aliases)
         with torch.no_grad():
             expected = module(example)
         check_outputs(proto, example, expected)
@@ -101,21 +101,38 @@ def buffers_as_constants(proto, parameter_names: set[str]) -> None:
     graph.node.extend(nodes)
 
 
-def check_parameters(proto, trainable: dict[str, list[int]]) -> None:
-    """The export's trainable initializers are `trainable` (module name → shape), one for one; else ExportMismatchError."""
+def parameter_aliases(module) -> dict[str, tuple[str, list[int]]]:
+    """Every name of every trainable parameter → (its first name, its shape); a tied parameter has several names."""
+    first: dict[int, str] = {}
+    aliases = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        if p.requires_grad:
+            aliases[name] = (first.setdefault(id(p), name), list(p.shape))
+    return aliases
+
+
+def check_parameters(proto, aliases: dict[str, tuple[str, list[int]]]) -> None:
+    """The export's trainable initializers are the module's trainable parameters one for one (by any of a tied
+    parameter's names, and shape); else ExportMismatchError naming what differs."""
     exported = dict(trainable_initializers(proto.graph))
-    missing = sorted(set(trainable) - set(exported))
-    extra = sorted(set(exported) - set(trainable))
-    reshaped = [(name, trainable[name], exported[name]) for name in trainable if name in exported and exported[name] != trainable[name]]
-    if not (missing or extra or reshaped):
+    wanted = {canonical: shape for canonical, shape in aliases.values()}
+    found: dict[str, list[str]] = {}
+    for name in exported:
+        if name in aliases:
+            found.setdefault(aliases[name][0], []).append(name)
+    missing = sorted(set(wanted) - set(found))
+    extra = sorted(name for name in exported if name not in aliases)
+    untied = sorted(f"{canonical} ({', '.join(names)})" for canonical, names in found.items() if len(names) > 1)
+    reshaped = [(names[0], wanted[canonical], exported[names[0]]) for canonical, names in found.items()
+                if exported[names[0]] != wanted[canonical]]
+    if not (missing or extra or reshaped or untied):
         return
     count = sum(int(np.prod(shape)) for shape in exported.values())
-    wanted = sum(int(np.prod(shape)) for shape in trainable.values())
-    parts = [f"the export has {count} trainable parameters in {len(exported)} tensors; the module {wanted} in {len(trainable)}"]
-    if missing:
-        parts.append(f"missing from the export: {', '.join(missing[:12])}" + (" …" if len(missing) > 12 else ""))
-    if extra:
-        parts.append(f"in the export only: {', '.join(extra[:12])}" + (" …" if len(extra) > 12 else ""))
+    total = sum(int(np.prod(shape)) for shape in wanted.values())
+    parts = [f"the export has {count} trainable parameters in {len(exported)} tensors; the module {total} in {len(wanted)}"]
+    for label, names in (("missing from the export", missing), ("in the export only", extra), ("tied in the module, separate in the export", untied)):
+        if names:
+            parts.append(f"{label}: {', '.join(names[:12])}" + (" …" if len(names) > 12 else ""))
     if reshaped:
         parts.append("other shapes: " + ", ".join(f"{name} {a} → {b}" for name, a, b in reshaped[:12]))
     raise ExportMismatchError("the exported ONNX model is not the module's network: " + "; ".join(parts) +

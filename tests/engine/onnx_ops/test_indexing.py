@@ -409,3 +409,26 @@ def test_an_unsupported_attribute_value_is_refused_by_name(build, message):
     x = np.zeros((2, 1, 3))
     with pytest.raises(OnnxConversionError, match=message):
         converted(build(x))
+
+
+@pytest.mark.parametrize("batch_dims, data_shape, indices", [
+    (0, (3, 4), np.array([[0, 1], [2, -1]])),              # full tuples → scalars
+    (0, (3, 4, 2), np.array([[1], [0], [2]])),             # partial tuples → slices
+    (1, (3, 4, 2), np.array([[1, 0], [3, 1], [-2, 1]])),   # one tuple per batch row
+    (1, (3, 4, 5), np.array([[[0], [2]], [[1], [3]], [[3], [0]]])),
+])
+def test_gather_nd_against_the_reference(batch_dims, data_shape, indices):
+    x = np.random.default_rng(3).normal(size=data_shape)
+    model = single_node("GatherND", ["x", "i"], x, {"i": indices}, batch_dims=batch_dims)
+    assert_matches_reference(model, x)
+    assert_gradient_matches_finite_differences(model, x)
+
+
+def test_gather_nd_inside_a_point_runs_under_vmap():
+    """Tuples into the axes after the batch axis (batch_dims = 0 on a transposed x): the per-point vmap path."""
+    x = np.random.default_rng(4).normal(size=(3, 4, 2))
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 2, 0]), helper.make_node("GatherND", ["t", "i"], ["g"]),
+             helper.make_node("Transpose", ["g"], ["y"], perm=[1, 0])]
+    model = graph_model(nodes, x, {"i": np.array([[1, 0], [3, 1], [-2, 1]])})
+    assert_matches_reference(model, x)
+    assert_vmap_per_point_matches(model, x)

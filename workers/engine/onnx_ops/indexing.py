@@ -48,6 +48,25 @@ def gather_elements(node: Node) -> Run:
     return lambda data, indices: torch.gather(data, axis, _positive(indices, data.shape[axis]))
 
 
+@operator("GatherND", "batch_dims")
+def gather_nd(node: Node) -> Run:
+    """Slices of X picked by index tuples: out[b…, m…] = X[b…, indices[b…, m…, :]] (the last indices axis k ≤ rank − batch_dims)."""
+    batch_dims = node.attr("batch_dims", 0)
+
+    def run(data: Tensor, indices: Tensor) -> Tensor:
+        indices = indices.long()
+        k, batch = indices.shape[-1], math.prod(data.shape[:batch_dims])
+        flat = data.reshape(batch, *data.shape[batch_dims:])
+        tuples = indices.reshape(batch, -1, k)
+        sizes = torch.tensor(flat.shape[1 : 1 + k], device=indices.device)
+        tuples = torch.where(tuples < 0, tuples + sizes, tuples)
+        rows = torch.arange(batch, device=indices.device)[:, None].expand(batch, tuples.shape[1])
+        picked = flat[(rows, *tuples.unbind(-1))]
+        return picked.reshape(*indices.shape[:-1], *flat.shape[1 + k :])
+
+    return run
+
+
 @operator("Slice")
 def slice_(node: Node) -> Run:
     """X[starts:ends:steps] along `axes` (bounds clamped to each dimension as the spec says; negative steps walk back)."""

@@ -161,9 +161,7 @@ def converted_outputs(proto, example, dtype) -> np.ndarray:
         converter = importlib.import_module("workers.engine.onnx_model")
         spec = importlib.import_module("api_schemas.spec")
     except ImportError:
-        reference = _import("onnx.reference")
-        name = proto.graph.input[0].name
-        return np.asarray(reference.ReferenceEvaluator(proto).run(None, {name: example.cpu().numpy()})[0])
+        return reference_outputs(proto, example)
     torch = _import("torch")
     output_dim = int(proto.graph.output[0].type.tensor_type.shape.dim[-1].dim_value or 1)
     model = spec.ModelSpec(kind="onnx", id=CHECK_MODEL_ID, output_dim=output_dim)
@@ -171,6 +169,13 @@ def converted_outputs(proto, example, dtype) -> np.ndarray:
     net = converter.build_onnx_network(model, proto.SerializeToString(), dtype=float_dtype)
     with torch.no_grad():
         return net(example).cpu().numpy()
+
+
+def reference_outputs(proto, example) -> np.ndarray:
+    """Outputs on `example` by onnx.reference.ReferenceEvaluator (a client without the worker's converter)."""
+    reference = _import("onnx.reference")
+    name = next(value.name for value in proto.graph.input if value.name not in {t.name for t in proto.graph.initializer})
+    return np.asarray(reference.ReferenceEvaluator(proto).run(None, {name: example.cpu().numpy()})[0])
 
 
 def _import(name: str):

@@ -237,3 +237,27 @@ def test_a_model_and_a_data_set_together(client):
     assert answer.status_code == 202, answer.text
     spec = answer.json()["spec"]
     assert spec["data"]["n_train"] == 10 and spec["model"]["stored"]["output_dim"] == 2
+
+
+def test_a_model_lists_its_trainable_initializers_and_a_batch_norms_statistics_are_not_among_them(client):
+    body = upload(client, mlp_onnx()).json()
+    assert body["trainable"] == [{"name": "w1", "shape": [8, 3]}, {"name": "b1", "shape": [8]},
+                                 {"name": "w2", "shape": [2, 8]}, {"name": "b2", "shape": [2]}]
+    model = mlp_model()
+    model.graph.node[1].CopyFrom(helper.make_node("BatchNormalization", ["h", "g", "beta", "mean", "var"], ["a"], name="bn"))
+    rng = np.random.default_rng(0)
+    for name in ("g", "beta", "mean", "var"):
+        model.graph.initializer.append(numpy_helper.from_array(np.abs(rng.normal(size=8)) + 0.1, name))
+    answer = upload(client, model.SerializeToString())
+    assert answer.status_code == 201, answer.text
+    names = [t["name"] for t in answer.json()["trainable"]]
+    assert names == ["w1", "b1", "w2", "b2", "g", "beta"] and answer.json()["parameters"] == 50 + 16
+
+
+def test_an_attribute_the_converter_does_not_take_is_named_with_its_node_and_torch_module(client):
+    model = mlp_model()
+    model.graph.node[1].CopyFrom(helper.make_node("Tanh", ["h"], ["a"], name="/encoder/layer.0/act/Tanh", shiny=1))
+    problem = assert_refused(upload(client, model.SerializeToString()), 422, "graph.node.1", "Tanh.shiny")
+    assert problem["errors"][0]["message"] == ("operator 'Tanh' (node '/encoder/layer.0/act/Tanh', module /encoder/layer.0/act): "
+                                               "attribute shiny is not supported")
+    assert stored_rows(client) == (0, 0, 0)

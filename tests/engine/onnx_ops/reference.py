@@ -4,6 +4,7 @@
     assert_matches_reference(model, x)            # converted net(x) == ReferenceEvaluator(model).run(x), float64
     assert_gradient_matches_finite_differences(model, x)   # torch.autograd.gradcheck of x ↦ net(x) and of the weights
     assert_vmap_per_point_matches(model, x)       # vmap over points of net(x_i[None]) == net(x), as the jacobian kernel runs it
+    assert_forward_mode_matches_reverse(model, x) # jacfwd == jacrev in x and the weights (the Hessian products use both)
 
 The graph's one input is "x" (the batch); every other input of the node is an initializer
 (float initializers with ≥ 1 dimension are trainable weights of the converted network,
@@ -85,3 +86,14 @@ def assert_vmap_per_point_matches(model: onnx.ModelProto, x: np.ndarray) -> None
         whole = net(batch)
         per_point = torch.func.vmap(lambda x_i: net(x_i.unsqueeze(0)).squeeze(0))(batch)
     torch.testing.assert_close(per_point, whole, rtol=1e-12, atol=1e-12)
+
+
+def assert_forward_mode_matches_reverse(model, x: np.ndarray) -> None:
+    """torch.func.jacfwd (jvp) equals jacrev (vmap over vjp) in x and in the weights: the Hessian products use both."""
+    net = converted(model)
+    weights = {name: p.detach() for name, p in net.named_parameters()}
+    argnums = (0, 1) if weights else 1
+    f = lambda w, x: torch.func.functional_call(net, w, (x,))  # noqa: E731
+    with torch.no_grad():
+        torch.testing.assert_close(torch.func.jacfwd(f, argnums)(weights, torch.as_tensor(x)),
+                                   torch.func.jacrev(f, argnums)(weights, torch.as_tensor(x)), rtol=1e-12, atol=1e-12)

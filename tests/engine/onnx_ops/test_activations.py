@@ -9,6 +9,7 @@ import torch
 from onnx import helper
 
 from tests.engine.onnx_ops.reference import (
+    assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,
     assert_matches_reference,
     assert_vmap_per_point_matches,
@@ -28,16 +29,6 @@ def away_from(x: np.ndarray, kinks: list[float], margin: float = 0.05) -> np.nda
         x = np.where(np.abs(x - kink) < margin, kink + 2 * margin * np.sign(x - kink + 1e-300), x)
     return x
 
-
-def assert_forward_mode_matches_reverse(model, x: np.ndarray) -> None:
-    """torch.func.jacfwd (jvp) equals jacrev (vmap over vjp) in x and in the weights: the Hessian products use both."""
-    net = converted(model)
-    weights = {name: p.detach() for name, p in net.named_parameters()}
-    argnums = (0, 1) if weights else 1
-    f = lambda w, x: torch.func.functional_call(net, w, (x,))  # noqa: E731
-    with torch.no_grad():
-        torch.testing.assert_close(torch.func.jacfwd(f, argnums)(weights, torch.as_tensor(x)),
-                                   torch.func.jacrev(f, argnums)(weights, torch.as_tensor(x)), rtol=1e-12, atol=1e-12)
 
 
 def check(model, x: np.ndarray, *, rtol: float = 1e-12, atol: float = 1e-12) -> None:

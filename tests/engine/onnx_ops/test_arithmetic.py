@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tests.engine.onnx_ops.reference import (
+    assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,
     assert_matches_reference,
     assert_vmap_per_point_matches,
@@ -27,16 +28,6 @@ def check(model, x: np.ndarray, *, gradient: bool = True) -> None:
         assert_gradient_matches_finite_differences(model, x)
         assert_forward_mode_matches_reverse(model, x)
 
-
-def assert_forward_mode_matches_reverse(model, x: np.ndarray) -> None:
-    """torch.func.jacfwd (jvp) equals jacrev (vmap over vjp) in x and in the weights: the Hessian products use both."""
-    net = converted(model)
-    weights = {name: p.detach() for name, p in net.named_parameters()}
-    argnums = (0, 1) if weights else 1
-    f = lambda w, x: torch.func.functional_call(net, w, (x,))  # noqa: E731
-    with torch.no_grad():
-        torch.testing.assert_close(torch.func.jacfwd(f, argnums)(weights, torch.as_tensor(x)),
-                                   torch.func.jacrev(f, argnums)(weights, torch.as_tensor(x)), rtol=1e-12, atol=1e-12)
 
 
 def away_from_integers(x: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import torch
 from onnx.reference import ReferenceEvaluator
 
 from tests.engine.onnx_ops.reference import (
+    assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,
     assert_matches_reference,
     assert_vmap_per_point_matches,
@@ -21,16 +22,6 @@ from workers.engine.onnx_ops.registry import OnnxConversionError
 REDUCTIONS = ["ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceProd", "ReduceSum", "ReduceMean"]
 AXES = [[1], [-1], [1, 2], [2, -2], [0], None]
 
-
-def assert_forward_mode_matches_reverse(model, x: np.ndarray) -> None:
-    """torch.func.jacfwd (jvp) equals jacrev (vmap over vjp) in x and in the weights: the Hessian products use both."""
-    net = converted(model)
-    weights = {name: p.detach() for name, p in net.named_parameters()}
-    argnums = (0, 1) if weights else 1
-    f = lambda w, x: torch.func.functional_call(net, w, (x,))  # noqa: E731
-    with torch.no_grad():
-        torch.testing.assert_close(torch.func.jacfwd(f, argnums)(weights, torch.as_tensor(x)),
-                                   torch.func.jacrev(f, argnums)(weights, torch.as_tensor(x)), rtol=1e-12, atol=1e-12)
 
 
 def reduction(op: str, x: np.ndarray, axes: list[int] | None, opset: int, **attributes):

@@ -333,3 +333,27 @@ def test_uploaded_tokens_train_an_onnx_embedding_model():
         result = run(spec, device="cpu")
     assert result.summary["steps"] == 5 and result.summary["kernel_method"] == "jacobian"
     assert result.summary["parameters"] == 86 and np.isfinite(result.summary["final_loss"])
+
+
+def test_nodes_computed_from_constants_alone_are_folded_once_at_conversion():
+    """A causal mask built from constants (Range → Unsqueeze → LessOrEqual → Where) becomes one constant: the network's
+    forward runs only the nodes that depend on x or on a weight, and gives the reference's answer."""
+    T = 4
+    nodes = [
+        helper.make_node("Range", ["zero", "t", "one"], ["r"]),
+        helper.make_node("Unsqueeze", ["r", "ax0"], ["row"]),
+        helper.make_node("Unsqueeze", ["r", "ax1"], ["col"]),
+        helper.make_node("LessOrEqual", ["row", "col"], ["keep"]),
+        helper.make_node("Where", ["keep", "zero_f", "minus"], ["mask"]),
+        helper.make_node("MatMul", ["x", "w"], ["scores"]),
+        helper.make_node("Add", ["scores", "mask"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["y"], axis=-1),
+    ]
+    inits = [init("zero", np.array(0)), init("t", np.array(T)), init("one", np.array(1)), init("ax0", np.array([0])),
+             init("ax1", np.array([1])), init("zero_f", np.array(0.0)), init("minus", np.array(-1e9)), init("w", W(T, T))]
+    model = graph_model(nodes, ["n", T, T], None, inits, opset=18)
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    net = build_onnx_network(spec_for(1), model.SerializeToString(), dtype=torch.float64)
+    assert [step.op for step in net.steps] == ["MatMul", "Add", "Softmax"]
+    x = rng.normal(size=(2, T, T))
+    np.testing.assert_allclose(net(torch.as_tensor(x)).detach().numpy(), ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-12)

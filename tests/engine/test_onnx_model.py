@@ -140,7 +140,8 @@ def test_gather_as_an_embedding_on_integer_tokens():
     net = build_onnx_network(spec_for(4), model.SerializeToString(), dtype=torch.float64)
     got = net(torch.as_tensor(tokens)).detach().numpy()
     np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": tokens})[0], rtol=1e-12)
-    assert [name for name, p in net.named_parameters()] == ["weights.e"]
+    assert [name for name, p in net.named_parameters()] == ["layers.0.weight"]  # a ScaledEmbedding (test_onnx_layers.py)
+    assert net.parameter_sources == {"layers.0.weight": ("e", False)}
 
 
 def test_weights_are_trainable_and_linear_layers_take_the_structured_path():

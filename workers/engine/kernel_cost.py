@@ -54,9 +54,9 @@ def profile(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> P
 
 
 def _layer_shape(layer, inputs, outputs, weight, bias) -> LayerShape:
-    if isinstance(layer, ScaledConv2d):
-        T = sum(z.shape[2] * z.shape[3] for z in outputs)
-        return LayerShape("shared", T, layer.in_channels * layer.kernel_size**2, layer.out_channels, weight, bias)
+    if isinstance(layer, ScaledConv2d):  # and ScaledConv1d; a grouped one as one group's fan-in C/γ·kh·kw and all C' outputs:
+        T = sum(z[0, 0].numel() for z in outputs)  # its per-sample FLOPs exactly, its position sum's within a factor ~2
+        return LayerShape("shared", T, layer.fan_in, layer.out_channels, weight, bias)
     if isinstance(layer, ScaledEmbedding):
         return LayerShape("embedding", sum(t.numel() for t in inputs), layer.vocab, layer.width, weight, bias)
     assert isinstance(layer, ScaledLinear)

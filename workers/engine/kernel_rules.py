@@ -7,14 +7,17 @@ all positions of all calls. Its weight gradient is c·Σ_t g_iat a_itᵀ and its
 β·Σ_t g_iat, so with rows r = i·O + a:
 
     dense (one call, x [n, in]):  K_W = c²·(A Aᵀ ⊗ 1_O 1_Oᵀ) ⊙ (G Gᵀ)                  [n·O, n·O]
-    shared weight (ScaledLinear over positions, ScaledConv2d on unfolded patches):
+    shared weight (ScaledLinear over positions, ScaledConv2d / ScaledConv1d on unfolded patches):
         K_W[r, s] = c² Σ_{t,u} (a_it·a_ju)(g_iat·g_jbu)
     embedding (z_it = c·E[tok_it]):
         K_E[r, s] = c² Σ_{t,u} [tok_it = tok_ju] (g_iat·g_jbu)
+    grouped convolution (groups γ; a_igt the patch of group g's C/γ channels, g_iagt the
+    cotangent of its C'/γ output channels): the shared-weight sum over each group,
+        K_W[r, s] = c² Σ_g Σ_{t,u} (a_igt·a_jgu)(g_iagt·g_jbgu)
     bias:  K_b[r, s] = β² (Σ_t g_iat)·(Σ_u g_jbu)
 
 A shared weight or an embedding is computed one of two ways, whichever takes fewer FLOPs
-(multiply-add = 2) — with in = fan-in (C·k² for a convolution), out = output width, U =
+(multiply-add = 2) — with in = fan-in (C·kh·kw for a convolution), out = output width, U =
 distinct tokens among the n·T, b = bytes per number, B = memory budget:
 
     per-sample:    J_r = c Σ_t g_iat a_itᵀ, K = J Jᵀ, in chunks of output features (chunk·n·O·in·b ≤ B)
@@ -23,6 +26,9 @@ distinct tokens among the n·T, b = bytes per number, B = memory budget:
     position sum:  Σ_{t,u} of the products above, in row chunks (rows·n·O²·T²·b ≤ B)
                    FLOPs 2·n²·T²·in + 2·n²·O²·T²·out + 2·n²·O²·T²   (embedding: n²T² + 2n²O²T²·w + 2n²O²T²)
 
+(a grouped convolution: the counts of one group with in = C/γ·kh·kw, out = C'/γ; per-sample J by one
+bmm over (point, group) in chunks of groups, n·(O·out·in + in·T + O·out·T)·b bytes a group; the
+position sum group by group).
 Per-sample is chosen when a single-feature chunk (n·O·in·b, or n·O·U·b) fits the budget and
 its FLOPs are at most POSITION_SUM_SLOWDOWN = 8 times the position sum's: the position sum
 makes and reduces n²·O²·T² products with einsums that run far below GEMM speed (measured
@@ -34,7 +40,6 @@ n·O·T·out + 2(nO)²·out.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, torch-free, shared with the service's estimate)
@@ -46,9 +51,9 @@ from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, tor
     shared_weight_flops,
     use_per_sample,
 )
-from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 
-RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledEmbedding)
+RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledConv1d, ScaledEmbedding)
 
 
 def has_rule(module: nn.Module) -> bool:
@@ -69,6 +74,10 @@ def layer_kernel(
         c2 = layer.weight_multiplier**2
         if isinstance(layer, ScaledEmbedding):
             K += c2 * _embedding_kernel(torch.cat([t.reshape(n, -1) for t in inputs], dim=1), G, budget)
+        elif isinstance(layer, ScaledConv2d) and layer.groups > 1:
+            columns = torch.cat([layer.columns(x) for x in inputs], dim=2)
+            per_channel = torch.cat([g.reshape(n, O, g.shape[2], -1) for g in cotangents], dim=3)
+            K += c2 * _grouped_conv_kernel(columns, per_channel, layer.groups, budget)
         else:
             K += c2 * _shared_weight_kernel(positions_inputs(layer, inputs), G, budget)
     if bias:
@@ -78,18 +87,16 @@ def layer_kernel(
 
 
 def positions_inputs(layer: nn.Module, inputs: list[Tensor]) -> Tensor:
-    """[n, T, in]: every call's inputs at every position (a convolution's unfolded patches, in = C·k²)."""
+    """[n, T, in]: every call's inputs at every position (a convolution's unfolded patches, in = C·kh·kw)."""
     if isinstance(layer, ScaledConv2d):
-        patches = [
-            F.unfold(x, layer.kernel_size, padding=layer.padding, stride=layer.stride).transpose(1, 2) for x in inputs
-        ]
+        patches = [layer.patches(x) for x in inputs]
     else:
         patches = [x.reshape(x.shape[0], -1, x.shape[-1]) for x in inputs]
     return patches[0] if len(patches) == 1 else torch.cat(patches, dim=1)
 
 
 def positions_cotangents(layer: nn.Module, cotangents: list[Tensor]) -> Tensor:
-    """[n, O, T, out] in the order of positions_inputs (a convolution's z is [n, O, C', H', W'])."""
+    """[n, O, T, out] in the order of positions_inputs (a convolution's z is [n, O, C', H', W'], or [n, O, C', L'])."""
     if isinstance(layer, ScaledConv2d):
         per_call = [g.flatten(3).transpose(2, 3) for g in cotangents]
     else:
@@ -131,6 +138,33 @@ def _shared_weight_kernel(A: Tensor, G: Tensor, budget: int) -> Tensor:
             K += J @ J.T
         return K
     return _position_sum(lambda rows: torch.einsum("itk,juk->ijtu", A[rows], A), G, budget)
+
+
+def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int) -> Tensor:
+    """U [n, γ·in_g, T] (unfolded patches, channels first), G [n, O, γ·out_g, T] ->
+    Σ_g Σ_{t,u} (a_igt·a_jgu)(g_iagt·g_jbgu) (without c²): a grouped convolution's weight, each group a weight
+    shared over the T positions that reads its own in_g = C/γ·kh·kw patch entries."""
+    n, fan_in, T = U.shape
+    O, out = G.shape[1], G.shape[2]
+    in_g, out_g = fan_in // groups, out // groups
+    itemsize = U.element_size()
+    U, G = U.reshape(n, groups, in_g, T), G.reshape(n, O, groups, out_g, T)
+    group_bytes = n * (O * out_g * in_g + in_g * T + O * out_g * T) * itemsize
+    K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
+    if use_per_sample(*shared_weight_flops(n, O, T, in_g, out_g), group_bytes, budget):
+        # J[i, a, (g, o, k)] = Σ_t G[i, a, g, o, t] U[i, g, k, t]: one bmm over (point, group), in chunks of groups
+        chunk = max(1, budget // group_bytes)
+        for start in range(0, groups, chunk):
+            gc = min(chunk, groups - start)
+            Uc = U[:, start : start + gc].reshape(n * gc, in_g, T)
+            Gc = G[:, :, start : start + gc].permute(0, 2, 1, 3, 4).reshape(n * gc, O * out_g, T)
+            J = torch.bmm(Gc, Uc.transpose(1, 2)).reshape(n, gc, O, out_g * in_g).transpose(1, 2).reshape(n * O, -1)
+            K += J @ J.T
+        return K
+    for g in range(groups):
+        A_g, G_g = U[:, g].transpose(1, 2), G[:, :, g].transpose(2, 3)
+        K += _position_sum(lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget)
+    return K
 
 
 def _embedding_kernel(tokens: Tensor, G: Tensor, budget: int) -> Tensor:

@@ -6,8 +6,12 @@ is registered in no other module, and in the forward pass on the probe points x 
 - enters the output only through that layer's own forward (a differentiable use of it
   anywhere else — `h @ embedding.weight.T` for a tied readout — is seen by a torch
   function mode and sends it to the fallback),
-- and every call of the layer is batched over the n points (input and output [n, …];
-  a layer applied to a reshaped [n·T, d] batch or modified in place afterwards falls back).
+- and every call of the layer is batched over the n points: input and output [n, …], and a
+  forward pass of the first point alone (n > 1; no grad) calls the layer as often with [1, …]
+  and the same other dimensions. A layer applied to a reshaped [n·T, d] batch, to a tensor
+  whose points lie on another axis ([T, n, d], which passes the first test when T = n) or
+  to one that does not depend on the points at all (a [T, T] table with T = n), or modified in
+  place afterwards, falls back; so does every layer if the one-point forward fails.
 
 A layer called several times (weight tying) is covered: its calls are positions of one
 shared weight. Every other trainable parameter is a fallback parameter (per_sample.py).
@@ -85,8 +89,11 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
     def enter(module, args):
         guard.active.append(module)
 
+    call_shapes: dict[nn.Module, list[tuple | None]] = defaultdict(list)
+
     def record(module, args, output):
         guard.active.pop()
+        call_shapes[module].append(_call_shapes(args, output))
         if not (isinstance(output, Tensor) and output.dim() >= 2 and output.shape[0] == n and args[0].shape[0] == n):
             unbatched.add(module)
             return
@@ -104,6 +111,8 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
         for handle in handles:
             handle.remove()
     unbatched |= {module for module, output, version in versions if output._version != version}
+    if n > 1 and len(unbatched) < len(layers):
+        unbatched |= _not_batched_alone(net, x[:1], {layer: call_shapes[layer] for layer in layers if layer not in unbatched})
     for p_id in guard.stray:
         calls = layers[owner[p_id]]
         if p_id == id(owner[p_id].weight):
@@ -114,6 +123,33 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
         layers[module].weight = layers[module].bias = False
     layers = {layer: calls for layer, calls in layers.items() if calls.weight or calls.bias}
     return Capture(y, layers, fallback_names(net, layers))
+
+
+def _call_shapes(args: tuple, output) -> tuple | None:
+    """(input shape, output shape) of one call, None unless both are tensors with a first axis."""
+    if not (args and isinstance(args[0], Tensor) and isinstance(output, Tensor) and args[0].dim() and output.dim()):
+        return None
+    return tuple(args[0].shape), tuple(output.shape)
+
+
+def _not_batched_alone(net: nn.Module, x1: Tensor, batched: dict[nn.Module, list[tuple | None]]) -> set[nn.Module]:
+    """The layers whose calls on the one point x1 [1, …] are not their calls on the n points with 1 in place of n."""
+    alone: dict[nn.Module, list[tuple | None]] = defaultdict(list)
+
+    def record(module, args, output):
+        alone[module].append(_call_shapes(args, output))
+
+    handles = [layer.register_forward_hook(record) for layer in batched]
+    try:
+        with torch.no_grad():
+            net(x1)
+    except Exception:  # noqa: BLE001  (a network that cannot run one point: nothing is proven batched)
+        return set(batched)
+    finally:
+        for handle in handles:
+            handle.remove()
+    one = lambda shape: None if shape is None else ((1, *shape[0][1:]), (1, *shape[1][1:]))  # noqa: E731
+    return {layer for layer, shapes in batched.items() if None in shapes or [one(s) for s in shapes] != alone[layer]}
 
 
 class _ParameterUseGuard(TorchFunctionMode):

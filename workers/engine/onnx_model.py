@@ -5,16 +5,41 @@
 
 The graph is parsed (onnx protobuf, nothing run by onnx) and each node becomes one step of
 `OnnxNetwork.forward`, in the graph's topological order. Weights (standard parameterization:
-the values exported, multiplier 1):
+the values exported, multiplier 1) that exactly one node input reads ("owned": a tied
+initializer, read twice, is never absorbed) become layers when the layer's input is computed
+from the network's input (not a constant):
 
-    Gemm (B an initializer, alpha = beta = 1, transA = 0)      → ScaledLinear, W = B or Bᵀ, b = C
-    MatMul by an initializer, then Add of a 1-D initializer    → ScaledLinear, W = Bᵀ, b = the addend
-    Conv (2-D, weight an initializer, groups 1, dilation 1,
-          square kernel, equal strides, equal pads)           → ScaledConv2d
+    Gemm(A, B, C), transA = 0, B a 2-D initializer,
+        C a 1-D initializer [out] or none                      → ScaledLinear, W = B (transB) or Bᵀ, b = C,
+                                                                 c = alpha, β = beta; when A = Reshape(x, shape)
+        read by this Gemm only flattens x [n, …, in] to [n·…, in] (GPT-2's Conv1D: view, addmm), the layer runs on
+        x itself and its output is flattened (another Reshape: the layer runs on A)
+    MatMul(x, Transpose(W, perm=[1, 0])), W 2-D, the Transpose
+        read by this MatMul only (torch's nn.Linear on [n, …, in]) → ScaledLinear, W as stored [out, in]
+    MatMul(x, B), B a 2-D initializer                          → ScaledLinear, W = Bᵀ
+        either MatMul, then Add(·, b) or Add(b, ·) of a 1-D initializer [out], the MatMul's output read by
+        that Add only                                          → the same ScaledLinear with bias b (else bias-free,
+                                                                 the Add an ordinary node)
+    Conv(x, W, B), W [C', C/group, kh, kw] or [C', C/group, k] an initializer, B a 1-D initializer or none,
+        any group (depthwise too), dilations, strides, kernel shape, explicit pads (asymmetric ones applied
+        with F.pad in the layer) or auto_pad VALID / SAME_UPPER / SAME_LOWER (pads from the input's size)
+                                                               → ScaledConv2d / ScaledConv1d (a height-1 conv2d)
+    Gather(E, ids), axis 0, E a 2-D initializer, ids not a constant
+                                                               → ScaledEmbedding, negative ids from the end
     every other floating-point initializer with ≥ 1 dimension → a parameter in `weights`
 
-so the structured tangent kernel (workers.engine.ntk) covers the Linear and Conv layers and
-the rest are its fallback parameters. Running statistics of a batch norm
+so the structured tangent kernel (workers.engine.ntk) covers those layers' weights and biases
+wherever each call is batched over the points (workers.engine.layer_capture checks it on the
+probe points). Fallback parameters (per-sample gradients) are the rest: LayerNorm / BatchNorm /
+GroupNorm γ, β, recurrent weights, class tokens, layer scales, tied weights, 3-D convolutions,
+and layers whose calls are not batched — a position table read at ids [1, T] shared by all
+points, nn.MultiheadAttention's projections (run on [T, n, d] or [T·n, d]), Swin's windowed
+attention ([n·windows, …]).
+A layer's parameters are `layers.<i>.weight` / `layers.<i>.bias` (i in the order of the graph's
+nodes), the others `weights.<initializer name, non-word characters as _>`;
+`net.parameter_sources[name] = (initializer, transposed)` names the initializer each trainable
+parameter holds and whether it holds its transpose (MatMul by B, Gemm without transB).
+Running statistics of a batch norm
 (api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
 nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
 masks, rotary tables) is computed once, here, and its outputs are constants too. Casts to a
@@ -42,7 +67,7 @@ from torch import Tensor, nn
 from api_schemas.spec import ModelSpec
 from api_schemas.uploads import node_description, trainable_initializers
 from workers.engine.activations import apply_head
-from workers.engine.layers import ScaledConv2d, ScaledLinear
+from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.onnx_ops.activations import ACTIVATIONS
 from workers.engine.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
 
@@ -76,6 +101,7 @@ class OnnxNetwork(nn.Module):
         self.weights = nn.ParameterDict()
         self.constants = nn.Module()
         self._names: dict[str, tuple[str, str]] = {}
+        self.parameter_sources: dict[str, tuple[str, bool]] = {}
         self._values: dict[str, np.ndarray] = {}
         inputs = [value.name for value in graph.input if value.name not in {t.name for t in graph.initializer}]
         self.input_name, self.output_name = inputs[0], graph.output[0].name
@@ -89,6 +115,7 @@ class OnnxNetwork(nn.Module):
         key = _key(name, self._names)
         self.weights[key] = nn.Parameter(torch.tensor(value, dtype=dtype, device=device))
         self._names[name] = ("weights", key)
+        self.parameter_sources[f"weights.{key}"] = (name, False)
 
     def add_constant(self, name: str, value: np.ndarray, device) -> None:
         key = _key(name, self._names)
@@ -168,12 +195,20 @@ class _Converter:
         self.net, self.graph, self.dtype, self.device = net, graph, dtype, device
         self.table = table()
         self.initializers = {t.name: t for t in graph.initializer}
-        self.uses: dict[str, int] = {}
-        for node in graph.node:
+        self.uses: dict[str, int] = {}  # node inputs and graph outputs that read each value
+        self.consumers: dict[str, list[int]] = {}
+        for index, node in enumerate(graph.node):
             for name in node.input:
                 self.uses[name] = self.uses.get(name, 0) + 1
+                self.consumers.setdefault(name, []).append(index)
+        for value in graph.output:
+            self.uses[value.name] = self.uses.get(value.name, 0) + 1
         self.trainable = {name for name, _ in trainable_initializers(graph)}
         self.absorbed: set[str] = set()
+        self.skip: set[int] = set()  # nodes a layer took in (the Add of a bias)
+        self.transposes: dict[str, str] = {}  # output of a Transpose(W) that one MatMul reads as its weight → W
+        self.flattens: dict[str, onnx.NodeProto] = {}  # output of a Reshape that one Gemm reads as A → the Reshape
+        self.deferred: dict[str, int] = {}  # those Transpose / Reshape nodes by output: run with their reader, or before it
 
     def _trainable(self, tensor: TensorProto) -> bool:
         return tensor.name in self.trainable
@@ -183,62 +218,91 @@ class _Converter:
             if not self._trainable(tensor):
                 self.net.add_constant(name, numpy_helper.to_array(tensor), self.device)
         nodes = list(self.graph.node)
-        skip: set[int] = set()
+        self._plan_deferred(nodes)
+        held = set(self.deferred.values())
         for index, node in enumerate(nodes):
-            if index in skip:
+            if index in self.skip or index in held:
                 continue
-            fused = self._fused_matmul_add(node, nodes, index)
-            if fused is not None:
-                skip.add(fused)
-                continue
-            layer = self._layer(node)
+            layer = self._layer(node, nodes, index)
             if layer is not None:
                 self.net.steps.append(layer)
                 continue
-            step = self._step(node)
-            if not self._fold(step):
-                self.net.steps.append(step)
+            for name in node.input:  # a Transpose / Reshape held back for a layer that did not form runs after all
+                if name in self.deferred:
+                    self._emit(nodes[self.deferred.pop(name)])
+            self._emit(node)
         for name, tensor in self.initializers.items():
             if name not in self.absorbed and self._trainable(tensor):
                 self.net.add_weight(name, numpy_helper.to_array(tensor), self.dtype, self.device)
 
-    def _layer(self, node: onnx.NodeProto) -> Step | None:
-        """A Gemm or Conv by an initializer used once, as a layer the structured kernel covers; else None."""
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Gemm", "Conv"):
-            return None
-        attributes = decoded_attributes(node)
-        known = self.table[node.op_type].attributes
-        if any(name not in known for name in attributes):
-            return None  # _step refuses it by name
-        return self._gemm_layer(node, attributes) if node.op_type == "Gemm" else self._conv_layer(node, attributes)
+    def _emit(self, node: onnx.NodeProto) -> None:
+        step = self._step(node)
+        if not self._fold(step):
+            self.net.steps.append(step)
 
-    # ---- Linear and Conv layers owned by ScaledLinear / ScaledConv2d
+    def _layer(self, node: onnx.NodeProto, nodes: list[onnx.NodeProto], index: int) -> Step | None:
+        """A Gemm, MatMul, Conv or Gather by an initializer it alone reads, as a layer the structured kernel covers; else None."""
+        if node.op_type not in ("Gemm", "MatMul", "Conv", "Gather") or not self._plain(node):
+            return None
+        data = self.flattens[node.input[0]].input[0] if node.input and node.input[0] in self.flattens else (
+            node.input[0] if node.input else "")
+        if not data or self.net.constant_value(data) is not None:
+            return None  # a layer's input must depend on the points (a constant one is never batched)
+        attributes = decoded_attributes(node)
+        if node.op_type == "Gemm":
+            return self._gemm_layer(node, attributes)
+        if node.op_type == "MatMul":
+            return self._matmul_layer(node, nodes, index)
+        if node.op_type == "Conv":
+            return self._conv_layer(node, attributes)
+        return self._embedding_layer(node, attributes)
+
+    def _plain(self, node: onnx.NodeProto) -> bool:
+        """A node of the default domain with only attributes the table knows (else _step refuses it by name)."""
+        rule = self.table.get(node.op_type)
+        return (node.domain in ("", "ai.onnx") and rule is not None
+                and all(attribute.name in rule.attributes for attribute in node.attribute))
+
+    # ---- Linear, Conv and Embedding layers owned by ScaledLinear / ScaledConv2d / ScaledConv1d / ScaledEmbedding
 
     def _owned(self, name: str, ndim: int) -> np.ndarray | None:
+        """The value of a trainable initializer of `ndim` dimensions that exactly one node input reads (so not tied), else None."""
         tensor = self.initializers.get(name)
         if tensor is None or not self._trainable(tensor) or self.uses.get(name, 0) != 1:
             return None
         value = numpy_helper.to_array(tensor)
         return value if value.ndim == ndim else None
 
-    def _layer_step(self, node, layer: nn.Module, output: str, names: list[str]) -> Step:
+    def _layer_step(self, op: str, layer: nn.Module, data: str | list[str], output: str, names: list[str], *,
+                    transposed: bool = False, run: Callable[..., Tensor] | None = None) -> Step:
+        """Register `layer` as layers.<i>, its weight (and bias) holding the initializers `names`; the step maps data → output
+        by layer(x), or by run(layer, *data)."""
         self.absorbed.update(names)
         self.net.layers.append(layer)
         index = len(self.net.layers) - 1
-        net = self.net
-        return Step(node.op_type, [node.input[0]], [output], lambda x: net.layers[index](x))
+        self.net.parameter_sources[f"layers.{index}.weight"] = (names[0], transposed)
+        if len(names) > 1:
+            self.net.parameter_sources[f"layers.{index}.bias"] = (names[1], False)
+        net, inputs = self.net, [data] if isinstance(data, str) else data
+        if run is None:
+            return Step(op, inputs, [output], lambda x: net.layers[index](x))
+        return Step(op, inputs, [output], lambda *args: run(net.layers[index], *args))
 
-    def _linear(self, weight: np.ndarray, bias: np.ndarray | None) -> ScaledLinear:
-        layer = ScaledLinear(weight.shape[1], weight.shape[0], bias=bias is not None, weight_multiplier=1.0,
-                             dtype=self.dtype, device=self.device)
+    def _copy(self, layer: nn.Module, weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
         with torch.no_grad():
             layer.weight.copy_(torch.tensor(weight))
             if bias is not None:
                 layer.bias.copy_(torch.tensor(bias))
         return layer
 
+    def _linear(self, weight: np.ndarray, bias: np.ndarray | None, alpha: float = 1.0, beta: float = 1.0) -> ScaledLinear:
+        layer = ScaledLinear(weight.shape[1], weight.shape[0], bias=bias is not None, weight_multiplier=alpha,
+                             bias_multiplier=beta, dtype=self.dtype, device=self.device)
+        return self._copy(layer, weight, bias)
+
     def _gemm_layer(self, node, attributes: dict) -> Step | None:
-        if attributes.get("transA", 0) or attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0:
+        """Gemm(A, B, C) = α·A·B' + β·C, transA = 0, B an initializer, C one of [out] or none → ScaledLinear(c = α, β)."""
+        if attributes.get("transA", 0) or len(node.input) < 2:
             return None
         weight = self._owned(node.input[1], 2)
         if weight is None:
@@ -250,52 +314,129 @@ class _Converter:
             if bias is None or bias.shape[0] != weight.shape[0]:
                 return None
         names = [node.input[1]] + ([node.input[2]] if bias is not None else [])
-        return self._layer_step(node, self._linear(weight, bias), node.output[0], names)
+        linear = self._linear(weight, bias, float(attributes.get("alpha", 1.0)), float(attributes.get("beta", 1.0)))
+        transposed = not attributes.get("transB", 0)
+        if node.input[0] not in self.flattens:
+            return self._layer_step("Gemm", linear, node.input[0], node.output[0], names, transposed=transposed)
+        reshape = self.flattens[node.input[0]]
+        flatten = self._step(reshape).run
 
-    def _fused_matmul_add(self, node, nodes, index: int) -> int | None:
-        """MatMul(x, B) followed by Add(·, b) with B, b initializers → one ScaledLinear; returns the Add's index."""
-        if node.op_type != "MatMul" or self.uses.get(node.output[0], 0) != 1:
-            return None
-        weight = self._owned(node.input[1], 2)
-        if weight is None:
-            return None
-        for later in range(index + 1, len(nodes)):
-            add = nodes[later]
-            if node.output[0] not in add.input:
+        def run(layer: nn.Module, x: Tensor, shape: Tensor) -> Tensor:
+            """Gemm(Reshape(x, shape)) with the layer on x [n, …, in] itself when the Reshape flattens x's leading axes
+            (A = x.reshape(-1, in), row for row), so the layer's calls stay batched over the points; else on A."""
+            a = flatten(x, shape)
+            if x.dim() > 2 and a.dim() == 2 and a.shape[1] == x.shape[-1] and a.shape[0] == x[..., 0].numel():
+                z = layer(x)
+                return z.reshape(a.shape[0], z.shape[-1])
+            return layer(a)
+
+        return self._layer_step("Gemm", linear, list(reshape.input[:2]), node.output[0], names, transposed=transposed, run=run)
+
+    def _plan_deferred(self, nodes: list[onnx.NodeProto]) -> None:
+        """Nodes a layer may take in, read by that layer's node alone:
+        Transpose(W, perm=[1, 0]) of a 2-D initializer W it alone reads, read by one MatMul as its weight (torch's nn.Linear
+        on [n, …, in]: W [out, in] is the Linear's weight as it stands), and Reshape(x, shape) read by one Gemm as A
+        (GPT-2's Conv1D: x [n, T, in] flattened to [n·T, in] for an addmm)."""
+        for index, node in enumerate(nodes):
+            if node.op_type not in ("Transpose", "Reshape") or not self._plain(node) or not node.output:
                 continue
-            if add.op_type != "Add" or len(add.input) != 2:
+            output = node.output[0]
+            readers = self.consumers.get(output, [])
+            if self.uses.get(output, 0) != 1 or len(readers) != 1 or len(node.output) != 1:
+                continue
+            reader = nodes[readers[0]]
+            if node.op_type == "Transpose":
+                perm = decoded_attributes(node).get("perm")
+                if (len(node.input) == 1 and (perm is None or list(perm) == [1, 0]) and self._owned(node.input[0], 2) is not None
+                        and reader.op_type == "MatMul" and list(reader.input[1:]) == [output] and reader.input[0] != output):
+                    self.transposes[output] = node.input[0]
+                    self.deferred[output] = index
+            elif (len(node.input) == 2 and all(node.input) and reader.op_type == "Gemm" and len(reader.input) >= 2
+                  and reader.input[0] == output and output not in reader.input[1:]):
+                self.flattens[output] = node
+                self.deferred[output] = index
+
+    def _matmul_layer(self, node, nodes, index: int) -> Step | None:
+        """MatMul(x, B) with B = Transpose(W) or a 2-D initializer, then optionally Add(·, b) of a 1-D initializer [out]
+        (either order) that only this MatMul's output feeds → ScaledLinear (W, or Bᵀ; b)."""
+        if len(node.input) != 2:
+            return None
+        if node.input[1] in self.transposes:
+            names = [self.transposes[node.input[1]]]
+            weight, transposed = self._owned(names[0], 2), False
+        else:
+            names = [node.input[1]]
+            owned = self._owned(names[0], 2)
+            if owned is None:
                 return None
-            other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
-            bias = self._owned(other, 1)
-            if bias is None or bias.shape[0] != weight.shape[1]:
-                return None
-            self.net.steps.append(self._layer_step(node, self._linear(weight.T, bias), add.output[0], [node.input[1], other]))
-            return later
-        return None
+            weight, transposed = owned.T, True
+        output, bias = node.output[0], None
+        readers = self.consumers.get(output, [])
+        if self.uses.get(output, 0) == 1 and len(readers) == 1:
+            add = nodes[readers[0]]
+            if add.op_type == "Add" and self._plain(add) and len(add.input) == 2 and add.input[0] != add.input[1]:
+                other = add.input[1] if add.input[0] == output else add.input[0]
+                bias = self._owned(other, 1)
+                if bias is not None and bias.shape[0] == weight.shape[0]:
+                    names.append(other)
+                    self.skip.add(readers[0])
+                    output = add.output[0]
+                else:
+                    bias = None
+        return self._layer_step("MatMul", self._linear(weight, bias), node.input[0], output, names, transposed=transposed)
 
     def _conv_layer(self, node, attributes: dict) -> Step | None:
-        weight = self._owned(node.input[1], 4)
+        """Conv (1-D or 2-D; any group, dilation, stride, kernel; explicit pads or auto_pad) by an initializer weight,
+        optional 1-D initializer bias → ScaledConv1d / ScaledConv2d."""
+        weight = self._owned(node.input[1], 3) if len(node.input) > 1 else None
+        weight = weight if weight is not None else (self._owned(node.input[1], 4) if len(node.input) > 1 else None)
         if weight is None:
             return None
-        k = weight.shape[2]
-        strides = attributes.get("strides", [1, 1])
-        pads = attributes.get("pads", [0, 0, 0, 0])
-        if (weight.shape[3] != k or attributes.get("group", 1) != 1 or any(d != 1 for d in attributes.get("dilations", [1, 1]))
-                or len(set(strides)) != 1 or len(set(pads)) != 1 or attributes.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
-            return None
+        rank, group = weight.ndim - 2, int(attributes.get("group", 1))
+        kernel = list(weight.shape[2:])
+        dilations, strides = attributes.get("dilations", [1] * rank), attributes.get("strides", [1] * rank)
+        pads = attributes.get("pads", [0] * 2 * rank)
+        auto_pad = attributes.get("auto_pad", "NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        if (len(dilations) != rank or len(strides) != rank or len(pads) != 2 * rank
+                or list(attributes.get("kernel_shape", kernel)) != kernel or group < 1 or weight.shape[0] % group
+                or auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER") or min(kernel) < 1):
+            return None  # the table's Conv runs it, or refuses it by name
         bias = None
         if len(node.input) > 2 and node.input[2]:
             bias = self._owned(node.input[2], 1)
-            if bias is None:
+            if bias is None or bias.shape[0] != weight.shape[0]:
                 return None
-        layer = ScaledConv2d(weight.shape[1], weight.shape[0], k, stride=strides[0], padding=pads[0], bias=bias is not None,
-                             weight_multiplier=1.0, dtype=self.dtype, device=self.device)
-        with torch.no_grad():
-            layer.weight.copy_(torch.tensor(weight))
-            if bias is not None:
-                layer.bias.copy_(torch.tensor(bias))
+        padding = auto_pad.lower() if auto_pad.startswith("SAME") else [0] * 2 * rank if auto_pad == "VALID" else pads
+        common = dict(bias=bias is not None, weight_multiplier=1.0, groups=group, dtype=self.dtype, device=self.device)
+        in_channels, out_channels = weight.shape[1] * group, weight.shape[0]
+        if rank == 1:
+            layer = ScaledConv1d(in_channels, out_channels, kernel[0], stride=int(strides[0]), dilation=int(dilations[0]),
+                                 padding=padding if isinstance(padding, str) else (int(padding[0]), int(padding[1])), **common)
+        else:
+            layer = ScaledConv2d(in_channels, out_channels, (kernel[0], kernel[1]), stride=(int(strides[0]), int(strides[1])),
+                                 dilation=(int(dilations[0]), int(dilations[1])),
+                                 padding=padding if isinstance(padding, str) else tuple(int(p) for p in padding), **common)
         names = [node.input[1]] + ([node.input[2]] if bias is not None else [])
-        return self._layer_step(node, layer, node.output[0], names)
+        return self._layer_step("Conv", self._copy(layer, weight, bias), node.input[0], node.output[0], names)
+
+    def _embedding_layer(self, node, attributes: dict) -> Step | None:
+        """Gather(E, ids) on axis 0 of a 2-D initializer E, ids computed from the input → ScaledEmbedding (E)."""
+        if len(node.input) != 2 or attributes.get("axis", 0) not in (0, -2):
+            return None
+        table = self._owned(node.input[0], 2)
+        if table is None or not node.input[1] or self.net.constant_value(node.input[1]) is not None:
+            return None  # constant ids (position ids [1, T]) are never batched: the table stays a fallback parameter
+        vocab = table.shape[0]
+        layer = ScaledEmbedding(vocab, table.shape[1], weight_multiplier=1.0, dtype=self.dtype, device=self.device)
+
+        def lookup(embedding: nn.Module, ids: Tensor) -> Tensor:
+            if ids.is_floating_point():
+                raise OnnxConversionError(f"Gather: indices of type {ids.dtype} ({node_description(node)})")
+            return embedding(torch.where(ids < 0, ids + vocab, ids))  # negative ids count from the end, as ONNX says
+
+        return self._layer_step("Gather", self._copy(layer, table, None), node.input[1], node.output[0], [node.input[0]],
+                                run=lookup)
 
     # ---- every other node, through the operator table
 

@@ -25,7 +25,7 @@ def gemm(node: Node) -> Run:
 
 @operator("MatMul")
 def matmul(node: Node) -> Run:
-    """numpy.matmul; MatMul by an initializer then Add of a vector becomes a Linear layer instead."""
+    """numpy.matmul; a MatMul by an initializer (or its Transpose), with or without a bias Add, becomes a Linear layer."""
     return torch.matmul
 
 

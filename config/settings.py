@@ -80,6 +80,34 @@ class Settings(BaseSettings):
         description="POST /v1/datasets and /v1/models: bytes streamed (and, for a data set, its unpacked arrays); 413 over it",
     )
     max_model_nodes: int = Field(default=10_000, ge=1, description="operators in an uploaded ONNX graph")
+    max_concurrent_uploads_per_key: int = Field(
+        default=4, ge=1,
+        description="POST /v1/datasets and /v1/models of one key in progress at once in one API process (from its "
+        "key check until its answer); the next is refused with 429 naming `concurrent_uploads`, before its body is read",
+    )
+
+    # ---- request bodies must keep arriving (service/body_timing.py): 408 naming the limit, connection closed.
+    # By t seconds after the app starts reading a body, at least body_min_rate_bytes_per_s × (t − body_grace_s)
+    # bytes must have arrived, and the whole body within its deadline. The defaults fit the largest body at
+    # the minimum rate: max_upload_bytes (256 MiB) at 64 KiB/s is 4096 s, max_body_bytes (8 MiB) 128 s.
+    body_min_rate_bytes_per_s: int = Field(
+        default=64 * 1024, ge=0,
+        description="the slowest a request body may arrive, on average, once body_grace_s has passed "
+        "(64 KiB/s = 512 kbit/s); 0 = no minimum",
+    )
+    body_grace_s: float = Field(
+        default=10.0, ge=0, le=3600,
+        description="seconds a body may take before the minimum rate applies (a body shorter than "
+        "body_grace_s × body_min_rate_bytes_per_s only has to arrive within this)",
+    )
+    body_deadline_s: float = Field(
+        default=150.0, gt=0,
+        description="seconds for the whole body of any request but an upload (JSON, up to max_body_bytes)",
+    )
+    upload_deadline_s: float = Field(
+        default=4200.0, gt=0,
+        description="seconds for the whole body of POST /v1/datasets and /v1/models (up to max_upload_bytes)",
+    )
     max_job_memory_bytes: int = Field(
         default=8 * 2**30, ge=1,
         description="a job's estimated peak memory (api_schemas/estimate.py); 422 naming the largest term over it",

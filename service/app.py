@@ -8,6 +8,10 @@ X-Forwarded-For and X-Forwarded-Proto are believed only from `settings.trusted_p
 (none by default), so uvicorn must be started with `--no-proxy-headers` (ntklab up,
 the local stacks, the Dockerfile and compose do). A path with a trailing slash is a 404
 problem, never a redirect built from the request's Host header.
+
+Middleware, outermost first: proxy headers (when configured), request latency, body timing
+(service/body_timing.py: a minimum rate and a deadline, 408), body size (service/caps.py:
+413; it reads every body but an upload's before the app runs).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from service.api.auth import KeyCache
 from service.api.deps import current_caller
 from service.api.routes import datasets, health, jobs, models, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
+from service.body_timing import BodyDeadline
 from service.caps import BodySizeLimit
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
 from service.rate_limit import make_limiters
 from service.ui.routes import install_dashboard
-from service.uploads import UPLOAD_PATHS
+from service.uploads import UPLOAD_PATHS, UploadSlots
 from store.db import make_engine, make_read_session_factory, make_session_factory
 from workers.queue import make_broker
 
@@ -56,12 +61,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.broker = make_broker(settings)
     app.state.key_cache = KeyCache(settings.auth_cache_s)
     app.state.rate_limiter, app.state.auth_failures = make_limiters(settings)
+    app.state.upload_slots = UploadSlots(settings.max_concurrent_uploads_per_key, settings.retry_after_s)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
     for router in (jobs.router, sweeps.router, presets.router, datasets.router, models.router):
         app.include_router(router, dependencies=[Depends(current_caller)], responses=AUTH_RESPONSES)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, streamed=UPLOAD_PATHS)
+    app.add_middleware(BodyDeadline, settings=settings, uploads=UPLOAD_PATHS)  # outside BodySizeLimit: times its reads
     app.add_middleware(RequestLatency, histogram=latency)
     if settings.trusted_proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=[str(network) for network in settings.trusted_proxies])

@@ -8,15 +8,24 @@ The request body is streamed to files, hashed and counted, never held in memory:
 Each file is written to a temporary folder as its bytes arrive, with its SHA-256 and size;
 the whole body counts against `settings.max_upload_bytes` (413 the moment it goes over,
 and at once when Content-Length declares more). These paths are exempt from the buffering
-of `service.caps.BodySizeLimit` (see UPLOAD_PATHS).
+of `service.caps.BodySizeLimit` (see UPLOAD_PATHS), and their body is timed against
+`upload_deadline_s` and the minimum rate (service/body_timing.py: 408).
+
+No database session is open while the body arrives: the key check closes its own before
+the route runs, and the routes open theirs only once the files are on disk and checked.
+Each key has at most `max_concurrent_uploads_per_key` uploads in progress in one API
+process (`UploadSlots`, taken before the body is read; 429 over it), so one key's stalled
+or slow uploads cannot fill the temporary disk or the threads that check uploads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import tempfile
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -196,6 +205,45 @@ async def _multipart(chunks: AsyncIterator[bytes], boundary: bytes, folder: Path
     if errors:
         raise errors[0]
     return received
+
+
+class UploadSlots:
+    """Uploads in progress per owner in this API process, at most `limit` each (thread-safe)."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, owner: str) -> Iterator[None]:
+        """One of the owner's slots for the block; 429 naming `concurrent_uploads` when all are taken."""
+        with self._lock:
+            held = self._held.get(owner, 0)
+            if held >= self.limit:
+                raise self._refusal()
+            self._held[owner] = held + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[owner] -= 1
+                if not self._held[owner]:
+                    del self._held[owner]
+
+    def held(self, owner: str) -> int:
+        with self._lock:
+            return self._held.get(owner, 0)
+
+    def _refusal(self) -> ProblemError:
+        message = (f"this key already has {self.limit} uploads in progress (setting max_concurrent_uploads_per_key); "
+                   "send the next when one has been answered")
+        return ProblemError(
+            429, f"{message}; retry after {self.retry_after_s} s", type=types.RATE_LIMITED, title="Too many requests",
+            errors=[FieldError(field="concurrent_uploads", message=message, limit=self.limit)],
+            headers={"Retry-After": str(self.retry_after_s), "Connection": "close"},
+        )
 
 
 def temporary_folder() -> tempfile.TemporaryDirectory:

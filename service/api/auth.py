@@ -15,11 +15,17 @@ Failed checks are counted per client address: after `auth_failures_per_minute` o
 a minute, keys that address presents are refused with a 429 without a database lookup
 (keys it already had remembered still work), so guessing keys or flooding the API with
 bad ones costs the database nothing.
+
+A lookup runs in a short session of its own (an autocommit one: no transaction), closed —
+its connection back in the pool — before the route starts; the request's body, which may
+still be arriving, is read only after that. So no request waits on its client while it
+holds a database connection (service/uploads.py, service/body_timing.py).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cachetools import TTLCache
@@ -81,10 +87,12 @@ class KeyCache:
 
 
 def authenticate(
-    settings: Settings, headers: Headers, session: Session, cache: KeyCache, failures: RateLimiter, address: str,
+    settings: Settings, headers: Headers, sessions: Callable[[], Session], cache: KeyCache, failures: RateLimiter,
+    address: str,
 ) -> Caller:
-    """The caller of a request from `address`; a key not remembered is looked up unless that
-    address has used up its failed checks (429), and a failed check counts against it."""
+    """The caller of a request from `address`; a key not remembered is looked up, in a session
+    of `sessions` closed before this returns, unless that address has used up its failed checks
+    (429), and a failed check counts against it."""
     if settings.auth == "off":
         return ANONYMOUS_CALLER
     secret = presented_secret(headers)
@@ -94,11 +102,12 @@ def authenticate(
     if (caller := cache.get(digest)) is not None:
         return caller
     failures.refuse_if_over(address)
-    key = api_keys.find_active(session, secret)
-    if key is None:
+    with sessions() as session:
+        key = api_keys.find_active(session, secret)
+        caller = None if key is None else Caller(owner=key.id, is_admin=key.is_admin)
+    if caller is None:
         failures.check(address)
         raise _unauthorized("the API key is unknown or revoked")
-    caller = Caller(owner=key.id, is_admin=key.is_admin)
     cache.put(digest, caller)
     return caller
 

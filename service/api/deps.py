@@ -21,7 +21,12 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 def session(request: Request) -> Iterator[Session]:
-    """One session per request; a GET or HEAD gets an autocommit one (store.db: no BEGIN/ROLLBACK)."""
+    """One session per request; a GET or HEAD gets an autocommit one (store.db: no BEGIN/ROLLBACK).
+
+    It connects at its first statement, after the body was read (service.caps.BodySizeLimit reads
+    every body but an upload's before the app runs; the upload routes take no session), and it is
+    closed when the route's function returns (`scope="function"`), before the response is sent: a
+    client slow to read its answer holds no connection either."""
     factory = request.app.state.read_sessions if request.method in READ_METHODS else request.app.state.sessions
     with factory() as opened:
         yield opened
@@ -37,11 +42,16 @@ def broker(request: Request) -> Broker:
     return request.app.state.broker
 
 
-def current_caller(request: Request, session: Annotated[Session, Depends(session)]) -> Caller:
-    """The caller's key (401 without a valid one when auth is on), held to its request rate (429)."""
+def current_caller(request: Request) -> Caller:
+    """The caller's key (401 without a valid one when auth is on), held to its request rate (429).
+
+    The key is looked up in a short autocommit session of its own, closed before the route runs:
+    not in the request's session, which would keep a connection (inside a transaction, for a
+    POST) while an upload's body arrives."""
     state = request.app.state
     address = request.client.host if request.client else "unknown"
-    caller = authenticate(state.settings, request.headers, session, state.key_cache, state.auth_failures, address)
+    caller = authenticate(state.settings, request.headers, state.read_sessions, state.key_cache, state.auth_failures,
+                          address)
     state.rate_limiter.check(caller.owner)
     return caller
 
@@ -57,7 +67,7 @@ def read_scope(caller: Annotated[Caller, Depends(current_caller)]) -> str | None
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
-SessionDep = Annotated[Session, Depends(session)]
+SessionDep = Annotated[Session, Depends(session, scope="function")]
 OwnerDep = Annotated[str, Depends(current_owner)]
 ScopeDep = Annotated[str | None, Depends(read_scope)]
 BrokerDep = Annotated[Broker, Depends(broker)]

@@ -7,7 +7,7 @@ literals NaN and ±Infinity parse to floats here and are refused by the spec mod
 URLs: a NUL character in the path or query is a 400 (no database stores it in text).
 Out: responses are encoded with `allow_nan=False`, so a non-finite number can never be sent.
 The OpenAPI schema of every route lists these shared problems (400; 422 where the route takes
-input; 413 and 415 where it reads a body; 503 while the database is down) beside its own.
+input; 408, 413 and 415 where it reads a body; 503 while the database is down) beside its own.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ SHARED_PROBLEMS = {
 }
 INPUT_PROBLEMS = {422: {**PROBLEM, "description": "a parameter or the body failed validation; `errors` names each field"}}
 BODY_PROBLEMS = {
+    408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within body_deadline_s; "
+                                     "the connection is closed"},
     413: {**PROBLEM, "description": "body larger than max_body_bytes"},
     415: {**PROBLEM, "description": "the body is not application/json"},
 }

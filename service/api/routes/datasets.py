@@ -59,14 +59,17 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJ
     openapi_extra=UPLOAD_BODY,
     responses={
         200: {"model": Dataset, "description": "the same arrays were uploaded before: that data set"},
+        408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
+                                         "upload_deadline_s; the connection is closed"},
         413: {**PROBLEM, "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes"},
         422: {**PROBLEM, "description": "not a valid data set: malformed file, dtype, shape, non-finite value or too many points"},
+        429: {**PROBLEM, "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
+                                         "(or a rate limit); Retry-After"},
     },
 )
 async def upload_dataset(
     request: Request,
     response: Response,
-    session: SessionDep,
     owner: OwnerDep,
     settings: SettingsDep,
     name: Annotated[str | None, Query(max_length=200, description="a label for the data set")] = None,
@@ -76,14 +79,17 @@ async def upload_dataset(
     Checks, each refused with a problem naming the array: dtypes float or integer; x at least
     2-D, y 1-D or 2-D, with the same number of rows; every value finite; points at most
     max_train_points (from the header, before any data is read); bytes at most max_upload_bytes.
+    No database session is open until the body is on disk and checked (service/uploads.py).
     """
-    with temporary_folder() as folder:
+    with request.app.state.upload_slots.hold(owner), temporary_folder() as folder:
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file")
         label = label_from(name, received)
-        row, created = await run_in_threadpool(_check_and_store, received, Path(folder), session, owner, label, settings)
+        resource, created = await run_in_threadpool(
+            _check_and_store, received, Path(folder), request.app.state.sessions, owner, label, settings,
+        )
     response.status_code = 201 if created else 200
-    response.headers["Location"] = f"{public_url(request)}/v1/datasets/{row.id}"
-    return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id]))
+    response.headers["Location"] = f"{public_url(request)}/v1/datasets/{resource.id}"
+    return resource
 
 
 @router.get("", response_model=DatasetPage, summary="List data sets, newest first")
@@ -159,18 +165,20 @@ def label_from(name: str | None, received: Received) -> str | None:
     return label
 
 
-
 def _check_and_store(
-    received: Received, folder: Path, session, owner: str, name: str | None, settings: Settings
-) -> tuple[models.Dataset, bool]:
+    received: Received, folder: Path, sessions, owner: str, name: str | None, settings: Settings
+) -> tuple[Dataset, bool]:
+    """Check the files, then store them in a session opened here (the body is all on disk by now)."""
     checked = check_dataset(received, folder, settings)
-    for attempt in range(2):
-        try:
-            return _store(session, owner, name, checked)
-        except IntegrityError:
-            session.rollback()
-            if attempt:
-                raise
+    with sessions() as session:
+        for attempt in range(2):
+            try:
+                row, created = _store(session, owner, name, checked)
+                return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id])), created
+            except IntegrityError:
+                session.rollback()
+                if attempt:
+                    raise
     raise AssertionError("unreachable")
 
 

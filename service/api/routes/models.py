@@ -50,14 +50,17 @@ router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONR
     openapi_extra=UPLOAD_BODY,
     responses={
         200: {"model": Model, "description": "the same file was uploaded before: that model"},
+        408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
+                                         "upload_deadline_s; the connection is closed"},
         413: {**PROBLEM, "description": "the file (or a tensor it declares) exceeds max_upload_bytes"},
         422: {**PROBLEM, "description": "not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator"},
+        429: {**PROBLEM, "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
+                                         "(or a rate limit); Retry-After"},
     },
 )
 async def upload_model(
     request: Request,
     response: Response,
-    session: SessionDep,
     owner: OwnerDep,
     settings: SettingsDep,
     name: Annotated[str | None, Query(max_length=200, description="a label for the model")] = None,
@@ -66,15 +69,18 @@ async def upload_model(
 
     The answer lists the model's input and output, its trainable parameter count and the
     operators it uses. Pickles and torch checkpoints (.pt, .pt2) are refused: loading them
-    can run code.
+    can run code. No database session is open until the file is on disk and checked
+    (service/uploads.py).
     """
-    with temporary_folder() as folder:
+    with request.app.state.upload_slots.hold(owner), temporary_folder() as folder:
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file",), plain="file")
         label = label_from(name, received)
-        row, created = await run_in_threadpool(_check_and_store, received, session, owner, label, settings)
+        resource, created = await run_in_threadpool(
+            _check_and_store, received, request.app.state.sessions, owner, label, settings,
+        )
     response.status_code = 201 if created else 200
-    response.headers["Location"] = f"{public_url(request)}/v1/models/{row.id}"
-    return model_resource(row, uploads_repo.blob_hashes(session, [row.blob_id]))
+    response.headers["Location"] = f"{public_url(request)}/v1/models/{resource.id}"
+    return resource
 
 
 @router.get("", response_model=ModelPage, summary="List models, newest first")
@@ -110,8 +116,9 @@ def delete_model(model_id: str, session: SessionDep, scope: ScopeDep) -> Respons
 
 
 def _check_and_store(
-    received: Received, session, owner: str, name: str | None, settings: Settings
-) -> tuple[models.UploadedModel, bool]:
+    received: Received, sessions, owner: str, name: str | None, settings: Settings
+) -> tuple[Model, bool]:
+    """Check the file, then store it in a session opened here (the body is all on disk by now)."""
     file = received.files.get("file")
     if file is None:
         raise invalid("file", "send the ONNX file as the body or as multipart part `file`")
@@ -119,26 +126,28 @@ def _check_and_store(
         raise invalid("file", f"{file.filename!r} looks like a torch checkpoint or pickle; ntklab takes ONNX files only, "
                       "because loading a checkpoint can run code (export with torch.onnx.export)")
     checked = check_onnx(file.path, settings)
-    for attempt in range(2):
-        try:
-            blob = uploads_repo.save_blob(session, owner, file.sha256, file.size, file.path)
-            existing = uploads_repo.find_model(session, owner, blob)
-            if existing is not None:
+    with sessions() as session:
+        for attempt in range(2):
+            try:
+                blob = uploads_repo.save_blob(session, owner, file.sha256, file.size, file.path)
+                existing = uploads_repo.find_model(session, owner, blob)
+                if existing is not None:
+                    session.commit()
+                    return model_resource(existing, uploads_repo.blob_hashes(session, [existing.blob_id])), False
+                row = models.UploadedModel(
+                    id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
+                    parameters=checked.parameters, trainable=checked.trainable, inputs=checked.inputs,
+                    outputs=checked.outputs, operators=checked.operators, opset=checked.opset, size=file.size,
+                    created_at=models.utcnow(), activation_elements=checked.activation_elements,
+                    forward_flops=checked.forward_flops,
+                )
+                session.add(row)
                 session.commit()
-                return existing, False
-            row = models.UploadedModel(
-                id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
-                parameters=checked.parameters, trainable=checked.trainable, inputs=checked.inputs, outputs=checked.outputs,
-                operators=checked.operators, opset=checked.opset, size=file.size, created_at=models.utcnow(),
-                activation_elements=checked.activation_elements, forward_flops=checked.forward_flops,
-            )
-            session.add(row)
-            session.commit()
-            return row, True
-        except IntegrityError:
-            session.rollback()
-            if attempt:
-                raise
+                return model_resource(row, uploads_repo.blob_hashes(session, [row.blob_id])), True
+            except IntegrityError:
+                session.rollback()
+                if attempt:
+                    raise
     raise AssertionError("unreachable")
 
 

@@ -8,6 +8,16 @@ again gets the resource made the first time. Deleting the last data set or model
 a blob deletes the blob.
 
 Reads are scoped like jobs (store/jobs_repo.py): a scope is an owner id, or None for the admin key.
+
+A submission and a delete naming the same upload serialise on its row, so whichever commits
+second sees the first: the submission holds each upload its jobs name (`hold_for_jobs`, in the
+transaction that inserts them) and the delete takes the row (`hold_for_delete`) before it looks
+for jobs using it. On PostgreSQL these are row locks — `FOR KEY SHARE` (concurrent
+submissions do not block each other) against `FOR UPDATE` — and in READ COMMITTED the
+statements after the lock see what the other transaction committed: the delete then finds
+the new job (409), the submission finds no row (422). SQLite has no row locks: both take the
+database's write lock first (an UPDATE that changes no row; see service/quota.py) and read
+afterwards, so the second reads what the first committed.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import delete, exists, insert, or_, select
+from sqlalchemy import delete, exists, false, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from store import sweeps_repo
@@ -98,6 +108,61 @@ def active_jobs_using(session: Session, owner: str, spec_path: tuple[str, str], 
         .limit(10)
     ))
     return (own + sweeps_repo.active_jobs_using(session, owner, spec_path, upload_id))[:10]
+
+
+def upload_uses(spec: dict) -> list[tuple[str, type[Dataset] | type[UploadedModel], str]]:
+    """(field, table, id) of each upload a job spec document names: `data.id` of a data set, `model.id` of an ONNX model."""
+    uses = []
+    data, model = spec.get("data") or {}, spec.get("model") or {}
+    if data.get("kind") == "dataset":
+        uses.append(("data.id", Dataset, data["id"]))
+    if model.get("kind") == "onnx":
+        uses.append(("model.id", UploadedModel, model["id"]))
+    return uses
+
+
+def hold_for_jobs(session: Session, owner: str, specs: Iterable[dict]) -> list[tuple[str, str]]:
+    """Hold each of the owner's uploads that these job specs name against deletion until the transaction ends
+    (FOR KEY SHARE on PostgreSQL; SQLite's write lock), and return (field, id) of each that no longer exists.
+
+    Call it in the transaction that inserts the jobs, before the insert: a delete that committed
+    first is seen here (the upload is missing), and one that comes later waits for this commit
+    and then finds the jobs (module docstring)."""
+    wanted: dict[tuple[type, str], str] = {}
+    for spec in specs:
+        for field, table, upload_id in upload_uses(spec):
+            wanted.setdefault((table, upload_id), field)
+    if not wanted:
+        return []
+    _write_lock_on_sqlite(session)
+    missing = []
+    for table in (Dataset, UploadedModel):
+        ids = sorted(upload_id for kind, upload_id in wanted if kind is table)
+        if not ids:
+            continue
+        found = set(session.scalars(
+            select(table.id).where(table.owner == owner, table.id.in_(ids)).order_by(table.id)
+            .with_for_update(read=True, key_share=True)
+        ))
+        missing += [(wanted[(table, upload_id)], upload_id) for upload_id in ids if upload_id not in found]
+    return missing
+
+
+def hold_for_delete(session: Session, row: Upload) -> Upload | None:
+    """The row read again and held against submissions until the transaction ends (FOR UPDATE on PostgreSQL;
+    SQLite's write lock), or None if it was deleted meanwhile. Call it before looking for jobs that use it."""
+    _write_lock_on_sqlite(session)
+    table = type(row)
+    return session.scalar(
+        select(table).where(table.id == row.id).with_for_update().execution_options(populate_existing=True)
+    )
+
+
+def _write_lock_on_sqlite(session: Session) -> None:
+    """On SQLite, begin the write transaction now (an UPDATE that changes no row), so what is read next is the
+    latest commit and no other writer commits before this transaction ends; held until commit or rollback."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(update(Dataset).where(false()).values(seq=Dataset.seq))
 
 
 def delete_upload(session: Session, row: Dataset | UploadedModel) -> None:

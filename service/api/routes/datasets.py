@@ -141,9 +141,18 @@ def owned(session, table, scope: str | None, upload_id: str, what: str):
 
 
 def delete_unless_used(session, row, spec_path: tuple[str, str], what: str) -> None:
+    """Delete the upload unless a queued or running job uses it (409 listing them).
+
+    The row is held first (uploads_repo.hold_for_delete), so a submission naming it either
+    committed before (its jobs are found here: 409) or waits for this commit and finds the
+    upload gone (422 on its `data.id` or `model.id`)."""
+    if uploads_repo.hold_for_delete(session, row) is None:
+        session.rollback()
+        raise ProblemError(404, f"no such {what}")
     users = uploads_repo.active_jobs_using(session, row.owner, spec_path, row.id)
     if users:
         listed = ", ".join(users) + (", …" if len(users) == 10 else "")
+        session.rollback()
         raise ProblemError(
             409,
             f"the {what} is used by queued or running jobs ({listed}); cancel them or wait until they finish",

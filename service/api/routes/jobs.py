@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from sqlalchemy.exc import IntegrityError
 
 from api_schemas import problems as types
-from api_schemas.problems import Problem
+from api_schemas.problems import FieldError, Problem
 from api_schemas.estimate import estimate_job
 from api_schemas.resources import (
     ArtifactInfo, ArtifactList, Job, JobEstimate, JobPage, JobStatus, JobUpdate, Progress, Series,
@@ -25,9 +25,9 @@ from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, Sessio
 from service.api.routes import StrictJSONRoute
 from service.caps import check_spec_caps
 from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
-from service.problems import ProblemError
+from service.problems import ProblemError, summarize
 from service.uploads import resolve_uploads
-from store import jobs_repo, models
+from store import jobs_repo, models, uploads_repo
 from store.sweep_specs import job_spec
 from workers.queue import Broker
 
@@ -111,6 +111,7 @@ def create_job(
         return _replay(first, digest, key, session, response, settings, public_url)
     parameters = check_spec_caps(spec, settings)
     with quota.reserve(session, owner, 1, settings):
+        hold_uploads(session, owner, [document])
         job = jobs_repo.create_job(
             session, owner=owner, spec=document, spec_hash=digest, parameters=parameters, idempotency_key=key
         )
@@ -335,6 +336,18 @@ def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
     if moment is None or moment.tzinfo is not None:
         return moment
     return moment.replace(tzinfo=dt.timezone.utc)
+
+
+def hold_uploads(session, owner: str, documents: list[dict]) -> None:
+    """Hold the uploads these job specs name until the jobs are committed (uploads_repo.hold_for_jobs), in the
+    transaction that inserts them; one deleted since resolve_uploads looked it up is the 422 an unknown id gets."""
+    missing = uploads_repo.hold_for_jobs(session, owner, documents)
+    if not missing:
+        return
+    session.rollback()
+    errors = [FieldError(field=field, message=f"no {'data set' if field == 'data.id' else 'model'} {upload_id} (or not yours)",
+                         value=upload_id) for field, upload_id in missing]
+    raise ProblemError(422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors)
 
 
 def _owned_job(session, scope: str | None, job_id: str) -> models.Job:

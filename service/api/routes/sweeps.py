@@ -39,7 +39,7 @@ from service import quota
 from service.api import paging
 from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
-from service.api.routes.jobs import DEFAULT_PAGE_SIZE, PROBLEM, as_utc
+from service.api.routes.jobs import DEFAULT_PAGE_SIZE, PROBLEM, as_utc, hold_uploads
 from service.caps import check_spec_caps
 from service.grid import GridError, GridPoint, SweepBase, grid_points, grid_size, point_document, sweep_base
 from service.idempotency import HEADER, check_key, compact_json, digest, refuse_reuse, sweep_job_hash
@@ -173,6 +173,7 @@ def submit_sweep(
     jobs = _named_grid_error(lambda: list(_new_jobs(spec, base, request_hash, session, owner, settings, budget)))
     try:
         with quota.reserve(session, owner, len(jobs), settings):
+            hold_uploads(session, owner, [job.spec for job in jobs])
             sweep, job_ids = sweeps_repo.create_sweep(
                 session, owner=owner, spec=document, idempotency_key=key, request_hash=request_hash, jobs=jobs
             )

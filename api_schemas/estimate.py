@@ -13,8 +13,12 @@ memory terms (bytes)
     data         2·8·n·(d + O)             the training set: two float64 copies while it is made (numpy)
     weights      b·(P·(1 + 2·[save_weights]) + p·(2 + s))     weights, w₀, gradients, optimiser state
                  (s = 1 momentum, 2 adam, else 0) and the two .npz weight artifacts
-    activations  b·(B·a + 2·n·ℓ)           a training step: what autograd saves for B examples, plus two
-                                           layers of n examples alive at once (backward, the full-set loss)
+    constants    an ONNX model's values computed from constants alone, folded once at conversion and held
+                 for the job: its upload's bytes with floats at b bytes (forward_profile.constants)
+    activations  b·(B·a + a_fix + 2·n·ℓ)   a training step: what autograd saves for B examples, plus two
+                                           layers of n examples alive at once (backward, the full-set loss),
+                                           plus a_fix, the outputs of an ONNX model's nodes that run once per
+                                           forward pass whatever the batch (computed from weights only)
     kernel       (nO)² = (n_p·O)²:  b·(nO)²·(h·(1 + t + k) + 3) + 4·8·(nO)²     K(w₀), and K(w_t) when the
                  kernel is measured along the path (t = 1), per head; the one being computed with its two
                  Gram factors; k saved .npy artifacts (K(w_t)'s only along the path); and the float64
@@ -33,15 +37,19 @@ memory terms (bytes)
                  the three operators (their weights, the Gauss–Newton pullback over the n training points),
                  then a Lanczos norm of I = iterations steps, then K of the n·O training rows and eigvalsh
 
-    peak = max(data, data kept + weights + kernel + max(activations + path, cotangents, lanczos, spectrum,
-                                                        infinite_width))
+    peak = max(data, data kept + weights + constants + kernel + max(activations + path, cotangents, lanczos,
+                                                                    spectrum, infinite_width))
 
 where data kept = b·n·(d + O) (the float64 copies are gone once the data is on the device) and
 path = the largest of cotangents (kernel on the schedule), lanczos (hessian.at "schedule") and
 loss_hessian: the path diagnostics run while a full-batch step's graph is alive.
 
-work terms (FLOPs; F = F₀ + a, kernel_cost_model's per-example forward cost)
-    training     max_steps·3·B·F (+ n·F per step for a minibatch optimiser's full-set loss)
+work terms (FLOPs; F = F₀ + a, kernel_cost_model's per-example forward cost; F_fix = an ONNX model's
+fixed FLOPs + fixed elements, the work of one forward pass that does not scale with the batch, 0 for
+other models)
+    training     max_steps·3·(B·F + F_fix) (+ n·F + F_fix per step for a minibatch optimiser's full-set loss):
+                 one forward and backward pass per step, the fixed nodes once per pass
+    constants    an ONNX model's folding FLOPs: its constant subgraphs computed once, at conversion
     kernel       h·(runs)·kernel_cost_model FLOPs of the method at n_p points + (4/3)(nO)³ per spectrum
     hessian      runs·P_h·O·(3F + iterations·(6F + 8p) + 4·iterations²·p)    P_h = min(hessian.probe_points, n_p)
     path         per scheduled step: 3·n_p·F (linearization error) + 4p (weight change)
@@ -52,6 +60,13 @@ work terms (FLOPs; F = F₀ + a, kernel_cost_model's per-example forward cost)
                  the model, 1 of the loss), R = probes + parameter groups (with block_norms) Lanczos runs of
                  S = lanczos_steps HVPs each over N points; 4·S·p per step reorthogonalises
     loss_hessian runs·(3·(I·(6·n·F + 8p) + 4·I²·p) + kernel_cost_model FLOPs at n + (4/3)(nO)³)
+
+Every other work term reads F + F_fix as one example's forward cost: it counts the fixed nodes once
+per example, as though each had a pass of its own (an upper bound: the kernel methods, HVPs and the
+path's checks batch their points' forward passes). The kernel methods' working sets (cotangents,
+loss_hessian's kernel) count a_fix per point too (forward_profile.kernel_profile): their cotangents,
+one per point and output, run back through those nodes. The activations, spectrum and loss_hessian
+memory terms hold a_fix once per pass, or not at all (their vectors are weight-sized).
 
 with runs = 1 + the scheduled steps after 0 (log: ≤ points, every: ⌊max_steps/every⌋) + the final
 step (the kernel's schedule, or its default when diagnostics.kernel is off; then the kernel itself
@@ -177,9 +192,14 @@ def _memory_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, c
         Term("weights", b * (prof.parameters * weight_copies + prof.trainable * (2 + state)),
              f"b·(P·{weight_copies} + p·{2 + state}): {prof.parameters} weights, w₀, gradients"
              f"{', optimiser state' if state else ''}{', weight artifacts' if diagnostics.save_weights else ''}"),
-        Term("activations", b * (s.batch * prof.saved + 2 * s.n * prof.largest),
-             f"b·(B·a + 2·n·ℓ): a training step on B = {s.batch} examples saving a = {prof.saved} activations each, "
-             f"the widest representation ℓ = {prof.largest}"),
+        Term("constants", prof.constants(b),
+             f"the ONNX model's constant subgraphs, folded once at conversion: {prof.constant_bytes} bytes with floats at "
+             f"8 bytes, {prof.constant_elements} of their elements floats at {b}"
+             if prof.constant_bytes else "no folded constants"),
+        Term("activations", b * (s.batch * prof.saved + prof.fixed_saved + 2 * s.n * prof.largest),
+             f"b·(B·a + a_fix + 2·n·ℓ): a training step on B = {s.batch} examples saving a = {prof.saved} activations each, "
+             f"the widest representation ℓ = {prof.largest}"
+             + (f", and a_fix = {prof.fixed_saved} elements of the nodes run once per pass" if prof.fixed_saved else "")),
         Term("kernel", b * rows**2 * kernel_matrices + FLOAT64_KERNEL_COPIES * 8 * rows**2,
              f"{kernel_matrices} matrices of (n_p·O)² = {rows}² entries (kernels, Gram factors, artifacts) "
              "and the float64 copies of a spectrum"),
@@ -237,17 +257,18 @@ def _peak(spec: JobSpec, prof: ForwardProfile, s: _Sizes, memory: tuple[Term, ..
     on_path = max(term["cotangents"] * (diagnostics.kernel is not None),
                   term["lanczos"] * (diagnostics.hessian is not None and "schedule" in diagnostics.hessian.at),
                   term["loss_hessian"])
-    kept = s.itemsize * s.n * (prof.input_elements + s.outputs) + term["weights"] + term["kernel"]
+    kept = s.itemsize * s.n * (prof.input_elements + s.outputs) + term["weights"] + term["constants"] + term["kernel"]
     phases = max(term["activations"] + on_path, term["cotangents"], term["lanczos"], term["spectrum"],
                  term["infinite_width"])
     return int(max(term["data"], kept + phases))
 
 
 def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cost: Cost) -> tuple[Term, ...]:
-    F = prof.flops + prof.saved
+    F, fixed = prof.flops + prof.saved, prof.fixed
     p, O = prof.trainable, s.outputs
-    full_set_loss = s.n * F if s.batch < s.n else 0
-    training = s.steps * (3 * s.batch * F + full_set_loss)
+    full_set_loss = s.n * F + fixed if s.batch < s.n else 0
+    training = s.steps * (3 * (s.batch * F + fixed) + full_set_loss)
+    F += fixed  # the other terms: once per example, an upper bound (module docstring)
     rows = s.probe * O
     kernel_runs = s.runs if spec.diagnostics.kernel is not None else 1
     kernel = s.heads * kernel_runs * (cost.flops + 4 / 3 * rows**3)
@@ -261,17 +282,20 @@ def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cos
         hessian = runs * min(hessian_spec.probe_points, s.probe) * O * per_output
     path = s.runs * (3 * s.probe * F * spec.diagnostics.linearization_error + 4 * p * spec.diagnostics.weight_change)
     return (
-        Term("training", training, f"{s.steps} steps × 3·B·F with B = {s.batch} examples of F = {F:.3g} FLOPs"
+        Term("training", training, f"{s.steps} steps × 3·B·F with B = {s.batch} examples of F = {prof.flops + prof.saved:.3g} FLOPs"
+             + (f", plus 3·F_fix = 3 × {fixed:.3g} FLOPs of nodes run once per pass" if fixed else "")
              + (f", plus the full-set loss on {s.n}" if full_set_loss else "")),
         Term("kernel", kernel, f"{s.heads * kernel_runs} tangent kernels ({method}) on {s.probe} probe points × {O} outputs"),
         Term("hessian", hessian, f"Lanczos ({hessian_spec.iterations} HVPs) per probe point and output" if hessian_spec else "no Hessian"),
         Term("path", path, f"linearization error and weight change at {s.runs} steps"),
+        Term("constants", prof.folding_flops, "folding the ONNX model's constant subgraphs, once at conversion"
+             if prof.folding_flops else "no folded constants"),
     )
 
 
 def _limit_and_curvature_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> tuple[Term, ...]:
     """infinite_width, hessian_spectrum and loss_hessian of the module docstring (0 when off)."""
-    diagnostics, F, p, O = spec.diagnostics, prof.flops + prof.saved, prof.trainable, s.outputs
+    diagnostics, F, p, O = spec.diagnostics, prof.flops + prof.saved + prof.fixed, prof.trainable, s.outputs
     limit = 0.0
     if diagnostics.infinite_width is not None:
         cost, final_kernel = limit_cost(spec), 0.0 if diagnostics.kernel is not None else _kernel_cost(spec, prof, s, s.probe)[1].flops

@@ -22,7 +22,11 @@ A graph counts every layer's output once (an activation layer is its own layer),
 twice (the normalised copy), attention its q, k, v, 2·heads·T² scores and probabilities, and
 the mixed values. An ONNX model's `saved` and F₀ are what its upload counted (stored), or
 without them the bounds a = input + output elements and F₀ = 2·p (each weight used once);
-its largest representation, unknown, is taken as a/2.
+its largest representation, unknown, is taken as a/2. What its upload counted beyond one example
+(service/onnx_upload.py) is kept apart: the constants folded once at conversion (bytes, floats in the
+job's dtype; the FLOPs of folding them) and the nodes run once per forward pass whatever the batch
+(fixed elements and FLOPs, computed from weights only); 0 for every other model, and for ONNX models
+uploaded before they were counted.
 The layers with a structured kernel rule become kernel_cost_model.LayerShape rows; a graph's
 layer-norm affine weights, and every weight of an ONNX model (an upper bound), are costed as
 fallback parameters.
@@ -56,12 +60,30 @@ class ForwardProfile:
     input_elements: int = 0
     outputs: int = 1
     layers: list[LayerShape] = field(default_factory=list)
+    constant_bytes: int = 0
+    constant_elements: int = 0
+    folding_flops: float = 0.0
+    fixed_flops: float = 0.0
+    fixed_saved: int = 0
+
+    @property
+    def fixed(self) -> float:
+        """F_fix = fixed FLOPs + fixed elements: one forward pass's work that does not scale with the batch (F's rule)."""
+        return self.fixed_flops + self.fixed_saved
+
+    def constants(self, itemsize: int) -> int:
+        """Bytes of the folded constants in a job of `itemsize`-byte floats (they are counted at 8 bytes)."""
+        return max(0, self.constant_bytes - (8 - itemsize) * self.constant_elements)
 
     def kernel_profile(self, itemsize: int) -> Profile:
-        """The cost model's Profile: F = F₀ + a (one FLOP per saved activation, as the worker counts)."""
+        """The cost model's Profile: F = F₀ + a (one FLOP per saved activation, as the worker counts), plus F_fix and
+        the fixed elements as though each point had a forward pass of its own: the worker's profile of one point
+        measures them so, and a kernel method's cotangents, one per point and output, run back through those nodes
+        (an upper bound for the forward's work, which batches them)."""
+        saved = self.saved + self.fixed_saved
         return Profile(
             O=self.outputs, p=self.trainable, p_fallback=self.fallback, itemsize=itemsize,
-            forward_flops=self.flops + self.saved, saved_bytes=self.saved * itemsize, activations=self.saved,
+            forward_flops=self.flops + self.saved + self.fixed, saved_bytes=saved * itemsize, activations=saved,
             layers=tuple(self.layers),
         )
 
@@ -197,3 +219,6 @@ def _onnx(prof: ForwardProfile, spec: JobSpec) -> None:
     prof.saved = stored.activation_elements if stored.activation_elements is not None else bound
     prof.largest = prof.saved // 2
     prof.flops = stored.forward_flops if stored.forward_flops is not None else 2 * stored.parameters
+    prof.constant_bytes, prof.constant_elements = stored.constant_bytes or 0, stored.constant_elements or 0
+    prof.folding_flops = stored.folding_flops or 0
+    prof.fixed_flops, prof.fixed_saved = stored.fixed_flops or 0, stored.fixed_elements or 0

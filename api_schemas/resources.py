@@ -55,9 +55,10 @@ class JobEstimate(Resource):
     """What the job should take, estimated from its spec alone (docs/operations.md, "Memory and work estimate").
 
     memory_bytes is the estimated peak and memory the terms it is made of (data, weights,
-    activations, kernel, cotangents, lanczos, infinite_width, spectrum, loss_hessian); flops the
-    estimated work and work its terms (training, kernel, hessian, path, infinite_width,
-    hessian_spectrum, loss_hessian). Steps are counted to training.max_steps.
+    constants, activations, kernel, cotangents, lanczos, infinite_width, spectrum, loss_hessian);
+    flops the estimated work and work its terms (training, kernel, hessian, path, constants,
+    infinite_width, hessian_spectrum, loss_hessian). Steps are counted to training.max_steps;
+    constants (an ONNX model's folded constant subgraphs) are 0 for every other model.
     """
 
     memory_bytes: int

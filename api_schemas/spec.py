@@ -45,6 +45,15 @@ class StoredModel(Strict):
     input_integer: bool = Field(default=False, description="the model takes integer inputs (token ids)")
     activation_elements: int | None = Field(default=None, ge=0, description="one example's activation elements, counted at upload")
     forward_flops: int | None = Field(default=None, ge=0, description="one example's forward FLOPs, counted at upload")
+    constant_bytes: int | None = Field(
+        default=None, ge=0, description="bytes of the values the graph computes from constants alone, folded once at "
+        "conversion and held for the job (floats at 8 bytes), counted at upload; null for models uploaded before it was")
+    constant_elements: int | None = Field(default=None, ge=0, description="the floating-point elements among them")
+    folding_flops: int | None = Field(default=None, ge=0, description="FLOPs of folding them, once per conversion")
+    fixed_elements: int | None = Field(
+        default=None, ge=0, description="elements of the nodes that run on every forward pass whatever the batch "
+        "(computed from weights, not from the input), counted at upload")
+    fixed_flops: int | None = Field(default=None, ge=0, description="their FLOPs per forward pass")
 
 
 class ModelSpec(Strict):

@@ -50,6 +50,26 @@ def trainable_initializers(graph) -> list[tuple[str, list[int]]]:
             if t.data_type in FLOAT_ELEMENT_TYPES and len(t.dims) >= 1 and t.name not in frozen]
 
 
+def constant_names(graph) -> tuple[set[str], list[bool]]:
+    """The values of an ONNX graph known before any input arrives, and for each node (graph order) whether it is folded.
+
+    Constants: the initializers that are not trainable (trainable_initializers) and the outputs of folded nodes. A
+    node is folded when every input it names is a constant (a node without inputs, Constant, always is): the
+    worker's converter computes it once, at conversion, and keeps its outputs as constants (workers/engine/
+    onnx_model.py), and the API's upload check (service/onnx_upload.py) costs and bounds that folding with this
+    same rule. `graph` is read duck-typed (an onnx.GraphProto), nodes in topological order as ONNX requires.
+    """
+    trainable = {name for name, _ in trainable_initializers(graph)}
+    constants = {t.name for t in graph.initializer if t.name not in trainable}
+    folded = []
+    for node in graph.node:
+        fold = all(not name or name in constants for name in node.input)
+        if fold:
+            constants.update(name for name in node.output if name)
+        folded.append(fold)
+    return constants, folded
+
+
 def node_description(node) -> str:
     """'node NAME, module /a/b/c' for an onnx.NodeProto (read duck-typed): the torch module path where the exporter
     recorded it (the TorchScript exporter names nodes '/a/b.0/c/Op', the dynamo exporter records

@@ -80,6 +80,17 @@ class Settings(BaseSettings):
         description="POST /v1/datasets and /v1/models: bytes streamed (and, for a data set, its unpacked arrays); 413 over it",
     )
     max_model_nodes: int = Field(default=10_000, ge=1, description="operators in an uploaded ONNX graph")
+    max_folded_constant_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=0,
+        description="POST /v1/models: bytes of the values an ONNX graph computes from constants alone (folded once when "
+        "a worker converts the model, then held for the job), floats counted at 8 bytes as a float64 job holds them; "
+        "422 naming the node that crosses it",
+    )
+    max_folding_flops: float = Field(
+        default=1e11, ge=0,
+        description="POST /v1/models: FLOPs of folding those nodes (2·K per output element for MatMul, Gemm and Conv, "
+        "1 for any other node; 10¹¹ is seconds of one CPU core); 422 naming the node that crosses it",
+    )
     max_concurrent_uploads_per_key: int = Field(
         default=4, ge=1,
         description="POST /v1/datasets and /v1/models of one key in progress at once in one API process (from its "

@@ -102,7 +102,7 @@ def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> l
 
 
 MEMORY_FIELDS = {
-    "data": "data.n_train", "weights": "model", "activations": "model", "kernel": "data.probe.n",
+    "data": "data.n_train", "weights": "model", "constants": "model.id", "activations": "model", "kernel": "data.probe.n",
     "cotangents": "data.probe.n", "lanczos": "diagnostics.hessian.iterations",
     "infinite_width": "diagnostics.infinite_width", "spectrum": "diagnostics.hessian_spectrum.probes",
     "loss_hessian": "diagnostics.loss_hessian",
@@ -111,6 +111,7 @@ WORK_FIELDS = {
     "training": "training.max_steps", "kernel": "diagnostics.kernel", "hessian": "diagnostics.hessian",
     "path": "diagnostics.kernel", "infinite_width": "diagnostics.infinite_width",
     "hessian_spectrum": "diagnostics.hessian_spectrum.probes", "loss_hessian": "diagnostics.loss_hessian.iterations",
+    "constants": "model.id",
 }
 """The field that drives each term of the estimate (data.x for inline data)."""
 

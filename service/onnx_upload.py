@@ -11,7 +11,9 @@ Refused with a 422 naming what is wrong (nothing is stored):
     a tensor whose declared size exceeds max_upload_bytes or differs from the bytes it holds;
     anything but one floating-point or integer input [batch, ...] with a symbolic batch axis and
     one output [batch, O];
-    more than settings.max_model_nodes nodes.
+    more than settings.max_model_nodes nodes;
+    constant subgraphs whose folding would hold more than max_folded_constant_bytes or take more than
+    max_folding_flops (resource cap, naming the node), or a folded or weight-only node of unknown shape (below).
 The trainable parameters are the floating-point initializers with at least one dimension,
 except a batch norm's running statistics (api_schemas.uploads.trainable_initializers, the rule the
 SDK and the worker use too); `trainable` lists them (name, shape) and their element count is the
@@ -23,6 +25,24 @@ that carry the batch axis of their elements per example; `forward_flops` = Σ ov
 of 2·K per element for MatMul and Gemm (K the contracted width of the input) and Conv (K =
 C_in/group·k_h·k_w, the weight's dims after the first), 1 per element for every other node.
 Both are None when an output's shape is unknown or symbolic beyond the batch axis.
+
+What does not scale with the batch (api_schemas.uploads.constant_names splits the nodes as the worker's
+converter does), counted from the inferred shapes and element types, nothing evaluated:
+    folded      every input a constant (Constant nodes, non-trainable initializers, outputs of folded nodes):
+                computed once when the worker converts the model, its outputs kept for the job's lifetime.
+                `constant_bytes` = Σ over their outputs of elements × bytes, a float output at 8 bytes (as a
+                float64 job holds it; `constant_elements` counts those float elements, so a float32 job's
+                estimate takes 4 bytes each); `folding_flops` = Σ of their FLOPs by the per-element rule above.
+                Over max_folded_constant_bytes or max_folding_flops (the running sums, in graph order), the
+                upload is refused (422, resource cap) naming the node that crossed the cap.
+    fixed       not folded and not computed from the input (a trainable weight's W·W, a Transpose of a tied
+                weight, a Concat of weights): run on every forward pass, once per pass whatever the batch.
+                `fixed_elements` and `fixed_flops` count them like the per-example costs (an upper bound: a
+                Transpose a Linear layer absorbs is counted though the layer reads W as stored).
+    per-example computed from the input: the costs above.
+A folded or fixed node's output must have a known shape: where the plain shape inference leaves one
+unknown, inference is run again propagating constant values (data_prop: shape arithmetic, pads); a
+shape still unknown after that cannot be bounded, so the upload is refused (422, naming the node).
 """
 
 from __future__ import annotations
@@ -35,9 +55,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
-from api_schemas.problems import FieldError
+from api_schemas.problems import RESOURCE_CAP, FieldError
 from api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
-from api_schemas.uploads import INVALID_UPLOAD, ONNX_OPERATORS, node_description, trainable_initializers
+from api_schemas.uploads import INVALID_UPLOAD, ONNX_OPERATORS, constant_names, node_description, trainable_initializers
 from config.settings import Settings
 from service.problems import ProblemError
 from service.uploads import invalid, too_large
@@ -48,6 +68,13 @@ INTEGER_TYPES = {TensorProto.INT64: 8, TensorProto.INT32: 4}
 TENSOR_TYPES = FLOAT_TYPES | INTEGER_TYPES | {TensorProto.BOOL: 1}
 TYPE_NAMES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
               TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool"}
+FOLDED_BYTES = {TensorProto.FLOAT: 8, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 8, TensorProto.INT64: 8,
+                TensorProto.INT32: 4, TensorProto.INT16: 2, TensorProto.UINT16: 2, TensorProto.INT8: 1,
+                TensorProto.UINT8: 1, TensorProto.BOOL: 1}
+"""Bytes per element of a folded constant as the worker holds it: floats in the job's dtype (at most float64); any
+other element type at 8 bytes."""
+COUNT_LIMIT = 2**62
+"""Per-pass counts past this are refused at upload: far beyond any job's estimate cap, and the columns are 64-bit."""
 TYPED_FIELDS = ("float_data", "double_data", "int32_data", "int64_data")
 PICKLE_EXPLANATION = (
     "ntklab takes ONNX files only: loading a pickle or a torch checkpoint (.pt, .pth, .pt2) can run "
@@ -66,6 +93,22 @@ class CheckedModel:
     opset: int
     activation_elements: int | None
     forward_flops: int | None
+    constant_bytes: int = 0
+    constant_elements: int = 0
+    folding_flops: int = 0
+    fixed_elements: int = 0
+    fixed_flops: int = 0
+
+
+@dataclass(frozen=True)
+class FixedCost:
+    """What does not scale with the batch (module docstring): folded once at conversion, and run once per forward pass."""
+
+    constant_bytes: int = 0
+    constant_elements: int = 0
+    folding_flops: int = 0
+    fixed_elements: int = 0
+    fixed_flops: int = 0
 
 
 def check_onnx(path: Path, settings: Settings) -> CheckedModel:
@@ -99,7 +142,9 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     inputs = [_tensor_info(value) for value in model.graph.input if value.name not in initializers]
     outputs = [_tensor_info(value) for value in model.graph.output]
     _check_signature(inputs, outputs)
-    return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(inferred, inputs[0]["name"]))
+    fixed = fixed_cost(model, inferred, inputs[0]["name"], settings)
+    return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(inferred, inputs[0]["name"]),
+                        fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops)
 
 
 def per_example_cost(inferred: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
@@ -122,6 +167,86 @@ def per_example_cost(inferred: onnx.ModelProto, input_name: str) -> tuple[int | 
             elements += per_example
             flops += per_example * _flops_per_element(node, shapes)
     return elements, flops
+
+
+def fixed_cost(model: onnx.ModelProto, inferred: onnx.ModelProto, input_name: str, settings: Settings) -> FixedCost:
+    """The folded constants and the per-pass work of the module docstring; 422 over a folding cap or for a shape unknown."""
+    _, folded = constant_names(model.graph)
+    from_input = {input_name}
+    kinds: list[str] = []  # "folded", "fixed" or "example", per node
+    for node, fold in zip(model.graph.node, folded):
+        if fold:
+            kinds.append("folded")
+        elif any(name in from_input for name in node.input if name):
+            kinds.append("example")
+            from_input.update(name for name in node.output if name)
+        else:
+            kinds.append("fixed")
+    if all(kind == "example" for kind in kinds):
+        return FixedCost()
+    shapes, types = _shapes_and_types(inferred.graph)
+    if any(kind != "example" and any(name and not _known(shapes.get(name)) for name in node.output)
+           for node, kind in zip(model.graph.node, kinds)):
+        try:  # shape arithmetic on constants (pads, reshape targets): propagate their values, then look again
+            propagated = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+            propagated = inferred
+        shapes, types = _shapes_and_types(propagated.graph)
+        del propagated
+    cost = dict.fromkeys(("constant_bytes", "constant_elements", "folding_flops", "fixed_elements", "fixed_flops"), 0)
+    for index, (node, kind) in enumerate(zip(model.graph.node, kinds)):
+        if kind == "example":
+            continue
+        for name in node.output:
+            if not name:
+                continue
+            dims = shapes.get(name)
+            if not _known(dims):
+                what = "from constants only, computed once at conversion" if kind == "folded" else "from weights only, on every forward pass"
+                raise invalid(f"graph.node.{index}", f"the shape of output {name!r} of {node.op_type} ({node_description(node)}), "
+                              f"computed {what}, cannot be inferred ({dims}), so what it costs cannot be bounded; "
+                              "export with fixed sizes for everything but the batch axis", value=node.op_type)
+            elements = math.prod(dims)
+            flops = elements * _flops_per_element(node, shapes)
+            if kind == "fixed":
+                cost["fixed_elements"] += elements
+                cost["fixed_flops"] += flops
+                if cost["fixed_flops"] > COUNT_LIMIT:  # the job's estimate would refuse it; stored, it would overflow
+                    raise invalid(f"graph.node.{index}", f"{node.op_type} ({node_description(node)}), computed from weights on "
+                                  f"every forward pass, brings that work to {cost['fixed_flops']} FLOPs per pass", value=node.op_type)
+                continue
+            element_type = types.get(name, 0)
+            cost["constant_bytes"] += elements * FOLDED_BYTES.get(element_type, 8)
+            cost["constant_elements"] += elements if element_type in FLOAT_TYPES else 0
+            cost["folding_flops"] += flops
+            for total, cap, setting, unit in (("constant_bytes", settings.max_folded_constant_bytes, "max_folded_constant_bytes", "bytes"),
+                                              ("folding_flops", settings.max_folding_flops, "max_folding_flops", "FLOPs")):
+                if cost[total] > cap:
+                    _refuse_folding(index, node, name, dims, total, cost[total], cap, setting, unit)
+    return FixedCost(**cost)
+
+
+def _refuse_folding(index: int, node: onnx.NodeProto, name: str, dims: list[int], total: str, value: int, cap: float,
+                    setting: str, unit: str) -> None:
+    what = ("the constants it computes once at conversion (floats at 8 bytes, as a float64 job holds them)"
+            if total == "constant_bytes" else "the work of computing them once at conversion")
+    message = (f"{node.op_type} ({node_description(node)}), computed from constants only (output {name!r} of shape {dims}), "
+               f"brings {what} to {value} {unit}; the cap is {int(cap)} {unit} (setting {setting})")
+    raise ProblemError(422, message, type=RESOURCE_CAP, title="Request exceeds a resource cap",
+                       errors=[FieldError(field=f"graph.node.{index}", message=message, limit=int(cap), value=value)])
+
+
+def _shapes_and_types(graph: onnx.GraphProto) -> tuple[dict[str, list | None], dict[str, int]]:
+    values = (*graph.input, *graph.value_info, *graph.output)
+    shapes = {value.name: _dims(value) for value in values}
+    shapes |= {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    types = {value.name: value.type.tensor_type.elem_type for value in values if value.type.HasField("tensor_type")}
+    types |= {tensor.name: tensor.data_type for tensor in graph.initializer}
+    return shapes, types
+
+
+def _known(dims: list | None) -> bool:
+    return dims is not None and all(isinstance(dim, int) for dim in dims)
 
 
 def _dims(value: onnx.ValueInfoProto) -> list[int | str] | None:

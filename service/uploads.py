@@ -327,6 +327,8 @@ def _resolve_model(model, document: dict, session: Session, owner: str, point_sh
         "parameters": row.parameters, "input_shape": input_shape, "output_dim": answer["shape"][1],
         "input_integer": wanted["dtype"].startswith("int"),
         "activation_elements": row.activation_elements, "forward_flops": row.forward_flops,
+        "constant_bytes": row.constant_bytes, "constant_elements": row.constant_elements,
+        "folding_flops": row.folding_flops, "fixed_elements": row.fixed_elements, "fixed_flops": row.fixed_flops,
     }
 
 

@@ -283,6 +283,13 @@ class UploadedModel(Base):
     # one example's activation elements and forward FLOPs, by shape inference at upload; None when unknown
     activation_elements: Mapped[int | None] = mapped_column(BigInteger)
     forward_flops: Mapped[int | None] = mapped_column(BigInteger)
+    # what does not scale with the batch (service/onnx_upload.py): the constants folded once at conversion (bytes,
+    # floats at 8; their float elements; the FLOPs of folding) and the nodes run once per forward pass; None before 0010
+    constant_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    constant_elements: Mapped[int | None] = mapped_column(BigInteger)
+    folding_flops: Mapped[int | None] = mapped_column(BigInteger)
+    fixed_elements: Mapped[int | None] = mapped_column(BigInteger)
+    fixed_flops: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

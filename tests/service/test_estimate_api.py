@@ -100,8 +100,9 @@ def test_an_accepted_job_carries_its_estimate(client):
     # one hidden tanh layer of 64 and the readout: a = 64 + 3 saved, the widest ℓ = 64
     assert estimate["memory"]["activations"] == 4 * (n * (64 + O) + 2 * n * 64)
     assert estimate["memory_bytes"] >= max(estimate["memory"].values())
-    assert set(estimate["work"]) == {"training", "kernel", "hessian", "path", "infinite_width", "hessian_spectrum",
-                                     "loss_hessian"}
+    assert set(estimate["work"]) == {"training", "kernel", "hessian", "path", "constants", "infinite_width",
+                                     "hessian_spectrum", "loss_hessian"}
+    assert estimate["memory"]["constants"] == estimate["work"]["constants"] == 0, "an ONNX model's folded constants only"
     assert estimate["memory"]["infinite_width"] == estimate["memory"]["spectrum"] == estimate["memory"]["loss_hessian"] == 0
     assert estimate["work"]["infinite_width"] == estimate["work"]["hessian_spectrum"] == estimate["work"]["loss_hessian"] == 0
     assert estimate["flops"] == pytest.approx(sum(estimate["work"].values()))

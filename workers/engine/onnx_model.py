@@ -65,7 +65,7 @@ from onnx import TensorProto, numpy_helper
 from torch import Tensor, nn
 
 from api_schemas.spec import ModelSpec
-from api_schemas.uploads import node_description, trainable_initializers
+from api_schemas.uploads import constant_names, node_description, trainable_initializers
 from workers.engine.activations import apply_head
 from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.onnx_ops.activations import ACTIVATIONS
@@ -118,8 +118,11 @@ class OnnxNetwork(nn.Module):
         self.parameter_sources[f"weights.{key}"] = (name, False)
 
     def add_constant(self, name: str, value: np.ndarray, device) -> None:
+        """A buffer holding `value` (float values in the network's dtype); a writable contiguous array (a folded node's
+        result) is shared, not copied, so each constant is held once (the upload's estimate counts it once)."""
         key = _key(name, self._names)
-        tensor = torch.as_tensor(np.array(value, copy=True), device=device)
+        shared = value.flags.writeable and value.flags.c_contiguous
+        tensor = torch.as_tensor(value if shared else np.array(value, copy=True), device=device)
         if tensor.is_floating_point():
             tensor = tensor.to(self.float_dtype)
         self.constants.register_buffer(key, tensor)
@@ -204,6 +207,7 @@ class _Converter:
         for value in graph.output:
             self.uses[value.name] = self.uses.get(value.name, 0) + 1
         self.trainable = {name for name, _ in trainable_initializers(graph)}
+        self.constants, _ = constant_names(graph)  # the values known at conversion: the API costs folding by this rule
         self.absorbed: set[str] = set()
         self.skip: set[int] = set()  # nodes a layer took in (the Add of a bias)
         self.transposes: dict[str, str] = {}  # output of a Transpose(W) that one MatMul reads as its weight → W
@@ -460,8 +464,11 @@ class _Converter:
         return Step(node.op_type, list(node.input), list(node.output), run)
 
     def _fold(self, step: Step) -> bool:
-        """Compute a node whose inputs are all constants now, once; its outputs become constants. False if it is not one."""
-        if any(name and self.net.constant_value(name) is None for name in step.inputs):
+        """Compute a node whose inputs are all constants now, once; its outputs become constants. False if it is not one.
+
+        Constants as api_schemas.uploads.constant_names defines them (the rule the API's upload check costs and bounds
+        folding by: service/onnx_upload.py)."""
+        if any(name and name not in self.constants for name in step.inputs):
             return False
         with torch.no_grad():
             args = [self.net.tensor(name) if name else None for name in step.inputs]

@@ -139,7 +139,9 @@ def _check_and_store(
                     parameters=checked.parameters, trainable=checked.trainable, inputs=checked.inputs,
                     outputs=checked.outputs, operators=checked.operators, opset=checked.opset, size=file.size,
                     created_at=models.utcnow(), activation_elements=checked.activation_elements,
-                    forward_flops=checked.forward_flops,
+                    forward_flops=checked.forward_flops, constant_bytes=checked.constant_bytes,
+                    constant_elements=checked.constant_elements, folding_flops=checked.folding_flops,
+                    fixed_elements=checked.fixed_elements, fixed_flops=checked.fixed_flops,
                 )
                 session.add(row)
                 session.commit()

@@ -33,6 +33,7 @@ bench: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
 	$(PY) -m bench.bench_kernels $(BENCH_ARGS); \
 	$(PY) -m bench.bench_graph_kernels $(BENCH_ARGS); \
+	$(PY) -m bench.bench_zoo $(BENCH_ARGS); \
 	$(PY) -m bench.bench_hessian_spectrum $(BENCH_ARGS); \
 	$(PY) -m bench.bench_hessian; \
 	$(PY) -m bench.bench_infinite_width $(BENCH_ARGS); \

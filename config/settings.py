@@ -80,6 +80,17 @@ class Settings(BaseSettings):
         description="POST /v1/datasets and /v1/models: bytes streamed (and, for a data set, its unpacked arrays); 413 over it",
     )
     max_model_nodes: int = Field(default=10_000, ge=1, description="operators in an uploaded ONNX graph")
+    max_stored_bytes_per_key: int = Field(
+        default=4 * 2**30, ge=1,
+        description="bytes one key keeps in the database: its data sets' and models' blobs (each stored once per "
+        "content) and its jobs' artifacts; an upload over it is refused with 413 naming `stored_bytes` (limit = this, "
+        "value = the key's usage), an artifact that would pass it is skipped and named in summary.artifacts_skipped",
+    )
+    upload_dir: Path | None = Field(
+        default=None,
+        description="where uploads are received, one folder per request named after its API process; folders of "
+        "processes that are gone are removed at API start-up; unset = the system's temporary folder",
+    )
     max_folded_constant_bytes: int = Field(
         default=512 * 1024 * 1024, ge=0,
         description="POST /v1/models: bytes of the values an ONNX graph computes from constants alone (folded once when "

@@ -25,6 +25,7 @@ from fastapi import Depends, FastAPI
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from config.settings import Settings
+from service import upload_folders
 from service.api.auth import RESPONSES as AUTH_RESPONSES
 from service.api.auth import KeyCache
 from service.api.deps import current_caller
@@ -46,6 +47,8 @@ its data, a training run, the diagnostics wanted) to `POST /v1/jobs`, poll
 `GET /v1/jobs/{id}` until it has finished, then read its summary, metric series and
 artifacts. Errors are RFC 9457 `application/problem+json`.
 """
+# an upload folder of another host is removed once unchanged this long past the upload deadline (checks included)
+UPLOAD_FOLDER_MARGIN_S = 3600.0
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -81,6 +84,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.database_pool_size
     warn_if_open(settings)
     ensure_bootstrap_admin(settings, app.state.sessions)
+    upload_folders.sweep(settings.upload_dir, stale_after_s=settings.upload_deadline_s + UPLOAD_FOLDER_MARGIN_S)
     reaper = asyncio.create_task(_reaper(app)) if settings.reaper_enabled else None
     try:
         yield

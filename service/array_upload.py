@@ -142,7 +142,11 @@ def _from_npy(path: Path, name: str, sha256: str, settings: Settings) -> Checked
 
 
 def _from_npz(path: Path, folder: Path, settings: Settings) -> tuple[CheckedArray, CheckedArray]:
-    """Unpack x.npy and y.npy, checking each header before its data is decompressed."""
+    """Unpack x.npy and y.npy once both headers are checked and what they unpack to fits max_upload_bytes.
+
+    Nothing is written before every member's size is known from its zip entry (file_size) and
+    its .npy header (shape × itemsize), and the two agree: a small archive declaring large
+    arrays is refused before it takes any room in the upload's folder."""
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as error:
@@ -152,15 +156,33 @@ def _from_npz(path: Path, folder: Path, settings: Settings) -> tuple[CheckedArra
         unexpected = sorted(set(names) - set(NPZ_MEMBERS))
         if unexpected or len(names) != len(set(names)):
             raise invalid("file", f"the .npz must hold exactly x.npy and y.npy; it also holds {unexpected or 'duplicates'}")
-        checked = {}
+        unpacked = 0
         for member, name in NPZ_MEMBERS.items():
             if member not in names:
                 raise invalid(name, f"the .npz has no array {name!r} (np.savez(path, x=..., y=...))")
-            info = archive.getinfo(member)
-            if info.file_size > settings.max_upload_bytes:
-                raise too_large(info.file_size, settings.max_upload_bytes, f"declares an array ({name}) of")
-            checked[name] = _unpack(archive, info, name, folder / f"{name}.npy", settings)
+            unpacked += _declared(archive, archive.getinfo(member), name, settings)
+        if unpacked > settings.max_upload_bytes:
+            raise too_large(unpacked, settings.max_upload_bytes, "unpacks to")
+        checked = {name: _unpack(archive, archive.getinfo(member), name, folder / f"{name}.npy", settings)
+                   for member, name in NPZ_MEMBERS.items()}
     return checked["x"], checked["y"]
+
+
+def _declared(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, settings: Settings) -> int:
+    """The bytes a member unpacks to, from its zip entry and its .npy header (only the header is decompressed)."""
+    if info.file_size > settings.max_upload_bytes:
+        raise too_large(info.file_size, settings.max_upload_bytes, f"declares an array ({name}) of")
+    try:
+        with archive.open(info) as member:
+            header = read_header(member, name)
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, OSError) as error:
+        raise invalid(name, f"cannot unpack {info.filename} from the .npz: {error}") from None
+    check_header(header, name, settings)
+    expected = header.offset + header.data_bytes
+    if info.file_size != expected:
+        what = "truncated" if info.file_size < expected else "followed by extra bytes"
+        raise invalid(name, f"the .npy data is {what}: the header declares {expected} bytes, the .npz entry holds {info.file_size}")
+    return expected
 
 
 class _Tee:

@@ -5,7 +5,9 @@ The request body is streamed to files, hashed and counted, never held in memory:
     POST /v1/datasets, /v1/models   Content-Type: multipart/form-data  → one file per named part
                                     any other type (application/octet-stream, …) → the body is one file
 
-Each file is written to a temporary folder as its bytes arrive, with its SHA-256 and size;
+Each file is written to the upload's own folder (service/upload_folders.py: named after the API
+process, so one a crash leaves behind is removed at the next start-up) as its bytes arrive,
+with its SHA-256 and size;
 the whole body counts against `settings.max_upload_bytes` (413 the moment it goes over,
 and at once when Content-Length declares more). These paths are exempt from the buffering
 of `service.caps.BodySizeLimit` (see UPLOAD_PATHS), and their body is timed against
@@ -23,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -244,10 +245,6 @@ class UploadSlots:
             errors=[FieldError(field="concurrent_uploads", message=message, limit=self.limit)],
             headers={"Retry-After": str(self.retry_after_s), "Connection": "close"},
         )
-
-
-def temporary_folder() -> tempfile.TemporaryDirectory:
-    return tempfile.TemporaryDirectory(prefix="ntklab-upload-")
 
 
 # --------------------------------------------------------------------------- jobs that name an upload

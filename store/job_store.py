@@ -20,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
+from store import storage
 from store.fairness import fair_next_job
 from store.models import Artifact, Dataset, Job, MetricChunk, UploadedModel, utcnow
 from store.sweep_specs import job_spec_by_id
@@ -113,14 +114,19 @@ class JobStore:
     def finish(
         self, claim: Claim, status: str, *, summary: dict | Callable[[float], dict] | None = None,
         error: dict | None = None, chunks: list[ChunkRow] = (), replace_series: tuple[str, ...] = (),
-        artifacts: dict | None = None, progress: dict | None = None,
+        artifacts: dict | None = None, progress: dict | None = None, max_stored_bytes: int | None = None,
     ) -> None:
         """Store the outcome, the last progress and the final status; raises LostJob if the row is not ours.
 
         A callable summary is called with the seconds this transaction spent writing the chunks and
-        artifacts, and what it returns is stored, in the same transaction (a job's timings.storage)."""
+        artifacts, and what it returns is stored, in the same transaction (a job's timings.storage).
+        With `max_stored_bytes`, the artifacts are stored under the owner's storage quota (store/storage.py):
+        each, in order, if it still fits; the others are named in the summary's `artifacts_skipped`."""
         now = utcnow()
         with self.sessions.begin() as session:
+            if artifacts and max_stored_bytes is not None and summary is not None:
+                artifacts, skipped = _within_quota(session, claim.job_id, artifacts, max_stored_bytes)
+                summary = _naming_skipped(summary, skipped)
             phase = (progress or {}) | {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
             writing = time.perf_counter()
             taken = session.execute(
@@ -213,6 +219,35 @@ def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[
     session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
     session.execute(delete(Artifact).where(Artifact.job_id == job_id))
     return Claim(job_id=job_id, attempt=row.attempts, spec=spec, device=device)
+
+
+def _within_quota(session: Session, job_id: str, artifacts: dict, limit: int) -> tuple[dict, list[str]]:
+    """The artifacts that fit the job owner's storage quota, taken in order under its storage lock, and the skipped ones."""
+    owner = storage.job_owner(session, job_id)
+    if owner is None:
+        return artifacts, []
+    storage.lock_owner(session, owner)
+    used = storage.usage(session, owner)
+    kept, skipped = {}, []
+    for name, (media_type, data) in artifacts.items():
+        if used + len(data) > limit:
+            skipped.append(f"{name} ({len(data)} bytes; the key stores {used} of its quota of {limit}, "
+                           "setting max_stored_bytes_per_key)")
+        else:
+            kept[name] = (media_type, data)
+            used += len(data)
+    return kept, skipped
+
+
+def _naming_skipped(summary: dict | Callable[[float], dict], skipped: list[str]) -> dict | Callable[[float], dict]:
+    if not skipped:
+        return summary
+
+    def named(found: dict) -> dict:
+        earlier = found.get("artifacts_skipped")
+        return found | {"artifacts_skipped": "; ".join(([earlier] if earlier else []) + skipped)}
+
+    return (lambda seconds: named(summary(seconds))) if callable(summary) else named(summary)
 
 
 def _insert_chunks(session: Session, job_id: str, chunks: list[ChunkRow]) -> None:

@@ -197,7 +197,7 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     timed_summary = None if summary is None else partial(with_storage_time, summary, time.perf_counter() - storing)
     store.finish(
         claim, status, summary=timed_summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
-        progress=reporter.last_progress(),
+        progress=reporter.last_progress(), max_stored_bytes=settings.max_stored_bytes_per_key,
     )
 
 

@@ -20,7 +20,9 @@ from service.api.routes import StrictJSONRoute
 from service.api.routes.jobs import as_utc
 from service.array_upload import CheckedDataset, check_dataset
 from service.problems import ProblemError
-from service.uploads import Received, invalid, receive, temporary_folder
+from service.storage_quota import refuse_if_full, reserve
+from service.upload_folders import temporary_folder
+from service.uploads import Received, invalid, receive
 from store import models, uploads_repo
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
@@ -61,7 +63,8 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJ
         200: {"model": Dataset, "description": "the same arrays were uploaded before: that data set"},
         408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
                                          "upload_deadline_s; the connection is closed"},
-        413: {**PROBLEM, "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes"},
+        413: {**PROBLEM, "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes, "
+                                         "or storing it would take the key past max_stored_bytes_per_key"},
         422: {**PROBLEM, "description": "not a valid data set: malformed file, dtype, shape, non-finite value or too many points"},
         429: {**PROBLEM, "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
                                          "(or a rate limit); Retry-After"},
@@ -78,10 +81,12 @@ async def upload_dataset(
 
     Checks, each refused with a problem naming the array: dtypes float or integer; x at least
     2-D, y 1-D or 2-D, with the same number of rows; every value finite; points at most
-    max_train_points (from the header, before any data is read); bytes at most max_upload_bytes.
-    No database session is open until the body is on disk and checked (service/uploads.py).
+    max_train_points (from the header, before any data is read); bytes at most max_upload_bytes;
+    the key's stored bytes at most max_stored_bytes_per_key (service/storage_quota.py).
+    No database session is open while the body arrives (service/uploads.py).
     """
-    with request.app.state.upload_slots.hold(owner), temporary_folder() as folder:
+    with request.app.state.upload_slots.hold(owner), temporary_folder(settings.upload_dir) as folder:
+        await run_in_threadpool(refuse_if_full, request.app.state.sessions, owner, settings)
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
@@ -182,6 +187,7 @@ def _check_and_store(
     with sessions() as session:
         for attempt in range(2):
             try:
+                reserve(session, owner, [(checked.x.sha256, checked.x.size), (checked.y.sha256, checked.y.size)], settings)
                 row, created = _store(session, owner, name, checked)
                 return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id])), created
             except IntegrityError:

@@ -18,7 +18,9 @@ from service.api.routes import StrictJSONRoute
 from service.api.routes.datasets import DEFAULT_PAGE_SIZE, delete_unless_used, label_from, owned, page
 from service.api.routes.jobs import as_utc
 from service.onnx_upload import check_onnx
-from service.uploads import Received, invalid, receive, temporary_folder
+from service.storage_quota import refuse_if_full, reserve
+from service.upload_folders import temporary_folder
+from service.uploads import Received, invalid, receive
 from store import models, uploads_repo
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
@@ -52,7 +54,8 @@ router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONR
         200: {"model": Model, "description": "the same file was uploaded before: that model"},
         408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
                                          "upload_deadline_s; the connection is closed"},
-        413: {**PROBLEM, "description": "the file (or a tensor it declares) exceeds max_upload_bytes"},
+        413: {**PROBLEM, "description": "the file (or a tensor it declares) exceeds max_upload_bytes, or storing it "
+                                         "would take the key past max_stored_bytes_per_key"},
         422: {**PROBLEM, "description": "not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator"},
         429: {**PROBLEM, "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
                                          "(or a rate limit); Retry-After"},
@@ -72,7 +75,8 @@ async def upload_model(
     can run code. No database session is open until the file is on disk and checked
     (service/uploads.py).
     """
-    with request.app.state.upload_slots.hold(owner), temporary_folder() as folder:
+    with request.app.state.upload_slots.hold(owner), temporary_folder(settings.upload_dir) as folder:
+        await run_in_threadpool(refuse_if_full, request.app.state.sessions, owner, settings)
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file",), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
@@ -129,6 +133,7 @@ def _check_and_store(
     with sessions() as session:
         for attempt in range(2):
             try:
+                reserve(session, owner, [(file.sha256, file.size)], settings)
                 blob = uploads_repo.save_blob(session, owner, file.sha256, file.size, file.path)
                 existing = uploads_repo.find_model(session, owner, blob)
                 if existing is not None:

@@ -79,7 +79,7 @@ class Settings(BaseSettings):
         default=256 * 1024 * 1024, ge=1,
         description="POST /v1/datasets and /v1/models: bytes streamed (and, for a data set, its unpacked arrays); 413 over it",
     )
-    max_model_nodes: int = Field(default=10_000, ge=1, description="operators in an uploaded ONNX graph")
+    max_model_nodes: int = Field(default=10_000, ge=1, description="nodes and initializers in an uploaded ONNX graph")
     max_stored_bytes_per_key: int = Field(
         default=4 * 2**30, ge=1,
         description="bytes one key keeps in the database: its data sets' and models' blobs (each stored once per "

@@ -10,8 +10,10 @@ Refused with a 422 naming what is wrong (nothing is stored):
     exporter recorded it, the torch module path);
     a tensor whose declared size exceeds max_upload_bytes or differs from the bytes it holds;
     anything but one floating-point or integer input [batch, ...] with a symbolic batch axis and
-    one output [batch, O];
-    more than settings.max_model_nodes nodes;
+    one output [batch, O]; a graph that cannot run on a batch of 1 or 2 (a Reshape target the elements
+    do not fit: service/onnx_shapes.py);
+    more than settings.max_model_nodes nodes and initializers together;
+    more than one default-domain opset, or one outside MIN_OPSET … the newest the installed onnx knows;
     constant subgraphs whose folding would hold more than max_folded_constant_bytes or take more than
     max_folding_flops (resource cap, naming the node), or a folded or weight-only node of unknown shape (below).
 The trainable parameters are the floating-point initializers with at least one dimension,
@@ -19,12 +21,14 @@ except a batch norm's running statistics (api_schemas.uploads.trainable_initiali
 SDK and the worker use too); `trainable` lists them (name, shape) and their element count is the
 model's `parameters`.
 
-What one example costs, from the shapes inference gives every node output (batch axis = 1), for
-the job estimate (api_schemas/forward_profile.py): `activation_elements` = Σ over node outputs
-that carry the batch axis of their elements per example; `forward_flops` = Σ over those outputs
-of 2·K per element for MatMul and Gemm (K the contracted width of the input) and Conv (K =
-C_in/group·k_h·k_w, the weight's dims after the first), 1 per element for every other node.
-Both are None when an output's shape is unknown or symbolic beyond the batch axis.
+What one example costs, for the job estimate (api_schemas/forward_profile.py), from every node output's
+shape at batch 2 less its shape at batch 1 (service/onnx_shapes.concrete_shapes: shape inference with the
+graph's shape arithmetic evaluated, so a Reshape to a computed target keeps its batch axis):
+`activation_elements` = Σ over node outputs of their elements at batch 2 − at batch 1; `forward_flops`
+= the same difference of Σ over outputs of 2·K per element for MatMul and Gemm (K the contracted width
+of the input) and Conv (K = C_in/group·k_h·k_w, the weight's dims after the first), 1 per element for
+every other node. What does not grow with the batch (a causal mask, shape arithmetic) cancels.
+Both are None when an output's shape stays unknown.
 
 What does not scale with the batch (api_schemas.uploads.constant_names splits the nodes as the worker's
 converter does), counted from the inferred shapes and element types, nothing evaluated:
@@ -55,14 +59,23 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
-from api_schemas.problems import RESOURCE_CAP, FieldError
 from api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
-from api_schemas.uploads import INVALID_UPLOAD, ONNX_OPERATORS, constant_names, node_description, trainable_initializers
+from api_schemas.problems import RESOURCE_CAP, FieldError
+from api_schemas.uploads import (
+    INVALID_UPLOAD,
+    ONNX_OPERATORS,
+    constant_names,
+    node_description,
+    trainable_initializers,
+)
 from config.settings import Settings
+from service.onnx_shapes import ShapeError, concrete_shapes, is_concrete, value_dims
 from service.problems import ProblemError
 from service.uploads import invalid, too_large
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+MIN_OPSET = 7
+"""The oldest default-domain opset taken: numpy broadcasting throughout (opset 7 dropped the `broadcast` attribute)."""
 FLOAT_TYPES = {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2}
 INTEGER_TYPES = {TensorProto.INT64: 8, TensorProto.INT32: 4}
 TENSOR_TYPES = FLOAT_TYPES | INTEGER_TYPES | {TensorProto.BOOL: 1}
@@ -143,29 +156,42 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     outputs = [_tensor_info(value) for value in model.graph.output]
     _check_signature(inputs, outputs)
     fixed = fixed_cost(model, inferred, inputs[0]["name"], settings)
-    return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(inferred, inputs[0]["name"]),
+    return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(model, inputs[0]["name"]),
                         fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops)
 
 
-def per_example_cost(inferred: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
-    """(activation elements, forward FLOPs) of one example (module docstring); (None, None) where shapes are unknown."""
-    graph = inferred.graph
-    shapes = {value.name: _dims(value) for value in (*graph.input, *graph.value_info, *graph.output)}
-    shapes |= {tensor.name: list(tensor.dims) for tensor in graph.initializer}
-    batch = shapes[input_name][0]
+def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
+    """(activation elements, forward FLOPs) of one example (module docstring): the counts of every node output at
+    batch 2 less those at batch 1, from service.onnx_shapes.concrete_shapes; (None, None) where a shape stays unknown."""
+    counts = [_forward_counts(model.graph.node, _shapes_at(model, input_name, batch)) for batch in (1, 2)]
+    if None in counts:
+        return None, None
+    (elements_1, flops_1), (elements_2, flops_2) = counts
+    if max(elements_2, flops_2) > COUNT_LIMIT:  # the job's estimate would refuse it; stored, it would overflow
+        raise invalid("file", f"one forward pass of two examples computes {elements_2} elements in {flops_2} FLOPs; "
+                      f"more than {COUNT_LIMIT} cannot be run or stored")
+    return elements_2 - elements_1, flops_2 - flops_1
+
+
+def _shapes_at(model: onnx.ModelProto, input_name: str, batch: int) -> dict[str, list | None]:
+    try:
+        return concrete_shapes(model, input_name, batch)
+    except ShapeError as error:
+        raise invalid("file", f"the graph cannot run on a batch of {batch}: {error}"[:1000]) from None
+
+
+def _forward_counts(nodes, shapes: dict[str, list | None]) -> tuple[int, int] | None:
+    """(elements, FLOPs) of all the node outputs, or None if one's shape is not concrete."""
     elements = flops = 0
-    for node in graph.node:
+    for node in nodes:
         for name in node.output:
+            if not name:
+                continue
             dims = shapes.get(name)
-            if dims is None:
-                return None, None
-            if not dims or dims[0] != batch:
-                continue  # no batch axis: a constant or a shape, the same for every batch
-            if not all(isinstance(dim, int) for dim in dims[1:]):
-                return None, None
-            per_example = math.prod(dims[1:])
-            elements += per_example
-            flops += per_example * _flops_per_element(node, shapes)
+            if not is_concrete(dims):
+                return None
+            elements += math.prod(dims)
+            flops += math.prod(dims) * _flops_per_element(node, shapes)
     return elements, flops
 
 
@@ -185,7 +211,7 @@ def fixed_cost(model: onnx.ModelProto, inferred: onnx.ModelProto, input_name: st
     if all(kind == "example" for kind in kinds):
         return FixedCost()
     shapes, types = _shapes_and_types(inferred.graph)
-    if any(kind != "example" and any(name and not _known(shapes.get(name)) for name in node.output)
+    if any(kind != "example" and any(name and not is_concrete(shapes.get(name)) for name in node.output)
            for node, kind in zip(model.graph.node, kinds)):
         try:  # shape arithmetic on constants (pads, reshape targets): propagate their values, then look again
             propagated = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
@@ -201,7 +227,7 @@ def fixed_cost(model: onnx.ModelProto, inferred: onnx.ModelProto, input_name: st
             if not name:
                 continue
             dims = shapes.get(name)
-            if not _known(dims):
+            if not is_concrete(dims):
                 what = "from constants only, computed once at conversion" if kind == "folded" else "from weights only, on every forward pass"
                 raise invalid(f"graph.node.{index}", f"the shape of output {name!r} of {node.op_type} ({node_description(node)}), "
                               f"computed {what}, cannot be inferred ({dims}), so what it costs cannot be bounded; "
@@ -238,22 +264,11 @@ def _refuse_folding(index: int, node: onnx.NodeProto, name: str, dims: list[int]
 
 def _shapes_and_types(graph: onnx.GraphProto) -> tuple[dict[str, list | None], dict[str, int]]:
     values = (*graph.input, *graph.value_info, *graph.output)
-    shapes = {value.name: _dims(value) for value in values}
+    shapes = {value.name: value_dims(value) for value in values}
     shapes |= {tensor.name: list(tensor.dims) for tensor in graph.initializer}
     types = {value.name: value.type.tensor_type.elem_type for value in values if value.type.HasField("tensor_type")}
     types |= {tensor.name: tensor.data_type for tensor in graph.initializer}
     return shapes, types
-
-
-def _known(dims: list | None) -> bool:
-    return dims is not None and all(isinstance(dim, int) for dim in dims)
-
-
-def _dims(value: onnx.ValueInfoProto) -> list[int | str] | None:
-    tensor = value.type.tensor_type
-    if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
-        return None
-    return [int(dim.dim_value) if dim.HasField("dim_value") else (dim.dim_param or "?") for dim in tensor.shape.dim]
 
 
 def _flops_per_element(node: onnx.NodeProto, shapes: dict[str, list | None]) -> int:
@@ -277,14 +292,18 @@ def _refuse_code_formats(data: bytes) -> None:
 
 
 def _opset(model: onnx.ModelProto) -> int:
-    versions = {entry.domain: entry.version for entry in model.opset_import}
-    foreign = sorted(domain for domain in versions if domain not in DEFAULT_DOMAINS)
+    """The one default-domain opset version, within MIN_OPSET and the newest this onnx knows; 422 otherwise."""
+    domains = [entry.domain for entry in model.opset_import]
+    foreign = sorted(domain for domain in domains if domain not in DEFAULT_DOMAINS)
     if foreign:
         raise invalid("opset_import", f"operator domains other than the default are not supported: {foreign}")
-    version = versions.get("", versions.get("ai.onnx"))
-    if version is None:
-        raise invalid("opset_import", "the model imports no default-domain opset")
-    return int(version)
+    if len(domains) != 1:
+        raise invalid("opset_import", "the model must import exactly one default-domain opset ('' or 'ai.onnx'); "
+                      f"it imports {len(domains)}: {[(entry.domain, entry.version) for entry in model.opset_import]}")
+    version, newest = int(model.opset_import[0].version), onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= version <= newest:
+        raise invalid("opset_import", f"opset {version} is outside the supported range {MIN_OPSET}–{newest}", value=version)
+    return version
 
 
 def _refuse_outside_references(model: onnx.ModelProto) -> None:
@@ -309,11 +328,13 @@ def _refuse_outside_references(model: onnx.ModelProto) -> None:
 
 
 def _operators(model: onnx.ModelProto, settings: Settings) -> list[str]:
-    nodes = model.graph.node
-    if len(nodes) > settings.max_model_nodes:
-        message = f"the graph has {len(nodes)} nodes; the cap is {settings.max_model_nodes} (setting max_model_nodes)"
-        raise ProblemError(422, message, type="urn:ntklab:problem:resource-cap", title="Request exceeds a resource cap",
-                           errors=[FieldError(field="graph.node", message=message, limit=settings.max_model_nodes, value=len(nodes))])
+    nodes, initializers = model.graph.node, len(model.graph.initializer)
+    if len(nodes) + initializers > settings.max_model_nodes:
+        message = (f"the graph has {len(nodes)} nodes and {initializers} initializers ({len(nodes) + initializers} in all); "
+                   f"the cap is {settings.max_model_nodes} (setting max_model_nodes)")
+        raise ProblemError(422, message, type=RESOURCE_CAP, title="Request exceeds a resource cap",
+                           errors=[FieldError(field="graph.node", message=message, limit=settings.max_model_nodes,
+                                              value=len(nodes) + initializers)])
     errors = []
     for index, node in enumerate(nodes):
         where = node_description(node)

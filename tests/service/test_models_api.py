@@ -7,6 +7,7 @@ import pickle
 import zipfile
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 
@@ -172,6 +173,44 @@ def test_caps_on_bytes_and_nodes(client_with):
     body = mlp_onnx()
     assert_refused(upload(client_with(max_upload_bytes=len(body) - 1), body), 413, "body", "max_upload_bytes")
     assert_refused(upload(client_with(max_model_nodes=2), body), 422, "graph.node", "max_model_nodes")
+
+
+def test_the_node_cap_counts_initializers(client_with):
+    model = mlp_model()
+    nodes, initializers = len(model.graph.node), len(model.graph.initializer)
+    assert initializers > 0
+    cap = nodes + initializers
+    assert upload(client_with(max_model_nodes=cap), model.SerializeToString()).status_code == 201
+    problem = assert_refused(upload(client_with(max_model_nodes=cap - 1), model.SerializeToString()), 422, "graph.node",
+                             "initializers", "max_model_nodes")
+    assert problem["errors"][0]["limit"] == cap - 1 and problem["errors"][0]["value"] == cap
+
+
+def test_a_reshape_target_the_elements_do_not_fit_is_refused_at_upload(client):
+    # [batch, 12] → Reshape [-1, 7]: shape inference with a symbolic batch cannot tell; at a batch of 1, 12 elements
+    # do not fill rows of 7, and the worker would fail on the first forward pass.
+    nodes = [helper.make_node("Reshape", ["x", "target"], ["rows"], name="/fold/Reshape"),
+             helper.make_node("Tanh", ["rows"], ["y"])]
+    graph = helper.make_graph(nodes, "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 7])],
+                              [numpy_helper.from_array(np.array([-1, 7], np.int64), "target")])
+    body = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    assert_refused(upload(client, body), 422, "file", "cannot run on a batch of 1", "Reshape")
+    assert stored_rows(client) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(("opsets", "words"), [
+    ([("", 9999)], ["9999", "outside the supported range"]),
+    ([("", 6)], ["opset 6", "outside the supported range"]),
+    ([("", 17), ("ai.onnx", 13)], ["exactly one default-domain opset"]),
+    ([("", 17), ("", 13)], ["exactly one default-domain opset"]),
+])
+def test_an_opset_the_converter_cannot_honour_is_refused(client, opsets, words):
+    model = mlp_model()
+    del model.opset_import[:]
+    model.opset_import.extend(helper.make_opsetid(domain, version) for domain, version in opsets)
+    assert_refused(upload(client, model.SerializeToString()), 422, "opset_import", *words)
+    assert stored_rows(client) == (0, 0, 0)
 
 
 # --------------------------------------------------------------------------- jobs on a model

@@ -26,7 +26,7 @@ parameterization.py); a layer's `bias` overrides model.bias when given.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -34,6 +34,14 @@ from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Strict
 
 MAX_VOCAB = 1_000_000
 MAX_HEADS = 4096
+MAX_NESTING = 64
+"""Residual layers nest in one another at most this deep (a residual in model.layers is at depth 1).
+
+The one depth limit, checked before anything else validates the layers: the worker runs a
+graph with one torch module call per level (8 Python frames each: a depth-64 job needs about
+570 of the interpreter's 1000, the rest is left to Celery), and a job's response nests two JSON
+levels per level (pydantic serialises about 125 levels of residuals, then fails).
+"""
 
 Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
 Bias = Annotated[bool | None, Field(description="default: model.bias")]
@@ -172,6 +180,35 @@ GraphLayer = Annotated[
 Residual.model_rebuild()
 
 WEIGHT_LAYERS = (Dense, Conv2d, Embedding, PatchEmbed, SelfAttention)
+
+
+def too_deep(layers: Any, path: str = "model.layers") -> str | None:
+    """The dotted path of the first residual nested deeper than MAX_NESTING in `layers`, else None.
+
+    Reads the layers as sent (JSON lists and objects) or as models, iteratively, so that a
+    graph of any depth is refused here rather than by a recursion limit further on."""
+    pending: list[tuple[Any, str, int]] = [(layers, path, 0)]
+    while pending:
+        items, where, depth = pending.pop()
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            inner = _residual_layers(item)
+            if inner is None:
+                continue
+            here = f"{where}.{index}"
+            if depth + 1 > MAX_NESTING:
+                return here
+            pending.append((inner, f"{here}.layers", depth + 1))
+    return None
+
+
+def _residual_layers(item: Any) -> Any:
+    if isinstance(item, Residual):
+        return item.layers
+    if isinstance(item, dict) and item.get("type") == "residual":
+        return item.get("layers")
+    return None
 
 
 def walk(layers: list[GraphLayer], path: str = "model.layers") -> Iterator[tuple[str, GraphLayer]]:

@@ -12,9 +12,10 @@ import math
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
-from api_schemas.graph import Embedding, GraphLayer
+from api_schemas.graph import MAX_NESTING, Embedding, GraphLayer, too_deep
 from api_schemas.graph_plan import plan_graph
 from api_schemas.infinite_width import refusal
 
@@ -124,6 +125,17 @@ class ModelSpec(Strict):
                 raise ValueError(f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs")
             self.output_dim = self.stored.output_dim
         return self
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _nested_at_most_max_nesting(cls, layers):
+        if (path := too_deep(layers)) is not None:
+            raise PydanticCustomError(
+                "nesting_too_deep",
+                "{path} is a residual nested {depth} deep; residual layers nest at most {le} deep",
+                {"path": path, "depth": MAX_NESTING + 1, "le": MAX_NESTING},
+            )
+        return layers
 
     @field_validator("layers")
     @classmethod

@@ -27,6 +27,7 @@ RATE_LIMITED = "urn:ntklab:problem:rate-limited"
 INVALID_STATE = "urn:ntklab:problem:invalid-state"
 DATABASE_UNAVAILABLE = "urn:ntklab:problem:database-unavailable"
 NOT_READY = "urn:ntklab:problem:not-ready"
+SERVER_BUSY = "urn:ntklab:problem:server-busy"
 INTERNAL = "urn:ntklab:problem:internal"
 BLANK = "about:blank"
 

@@ -107,6 +107,11 @@ class Settings(BaseSettings):
         description="POST /v1/datasets and /v1/models of one key in progress at once in one API process (from its "
         "key check until its answer); the next is refused with 429 naming `concurrent_uploads`, before its body is read",
     )
+    max_concurrent_model_checks: int = Field(
+        default=2, ge=1,
+        description="ONNX files of 16 MiB or more checked at once in one API process (parsing one holds about twice "
+        "its size); the others wait up to body_deadline_s, then 503 naming `concurrent_model_checks`",
+    )
 
     # ---- request bodies must keep arriving (service/body_timing.py): 408 naming the limit, connection closed.
     # By t seconds after the app starts reading a body, at least body_min_rate_bytes_per_s × (t − body_grace_s)

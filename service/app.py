@@ -33,6 +33,7 @@ from service.api.routes import datasets, health, jobs, models, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.body_timing import BodyDeadline
 from service.caps import BodySizeLimit
+from service.model_checks import ModelChecks
 from service.observability import RequestLatency, make_registry
 from service.problems import install_problem_handlers
 from service.rate_limit import make_limiters
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.key_cache = KeyCache(settings.auth_cache_s)
     app.state.rate_limiter, app.state.auth_failures = make_limiters(settings)
     app.state.upload_slots = UploadSlots(settings.max_concurrent_uploads_per_key, settings.retry_after_s)
+    app.state.model_checks = ModelChecks(settings.max_concurrent_model_checks, settings.body_deadline_s, settings.retry_after_s)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
     for router in (jobs.router, sweeps.router, presets.router, datasets.router, models.router):

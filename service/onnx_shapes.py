@@ -27,7 +27,7 @@ fit, operands that do not broadcast) raises ShapeError with inference's message,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import onnx
@@ -73,33 +73,42 @@ def concrete_shapes(model: onnx.ModelProto, input_name: str, batch: int) -> dict
     return shapes
 
 
-def _light_copy(model: onnx.ModelProto, input_name: str, batch: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """A copy of `model` without weight bytes (module docstring, step 1), its input's batch axis fixed, and the
-    values known from the start (the small initializers that are not trainable)."""
+def weightless_copy(model: onnx.ModelProto, keep: Callable[[onnx.TensorProto], bool]) -> onnx.ModelProto:
+    """A copy of `model`'s graph (nodes, inputs, outputs, opsets) in which every initializer `keep` refuses is a graph
+    input of the same type and shape instead: checking and shape inference see the same graph without the weight
+    bytes (a copy of a 200 MB model is then a few kB)."""
     light = onnx.ModelProto()
     light.ir_version = model.ir_version
     light.opset_import.extend(model.opset_import)
     graph = light.graph
+    graph.name = model.graph.name
     graph.node.extend(model.graph.node)
     graph.output.extend(model.graph.output)
-    values: dict[str, np.ndarray] = {}
     initializers = {tensor.name for tensor in model.graph.initializer}
-    trainable = {name for name, _ in trainable_initializers(model.graph)}
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        copied = graph.input.add()
-        copied.CopyFrom(value)
-        if value.name == input_name:
-            copied.type.tensor_type.shape.dim[0].Clear()
-            copied.type.tensor_type.shape.dim[0].dim_value = batch
+    graph.input.extend(value for value in model.graph.input if value.name not in initializers)
     for tensor in model.graph.initializer:
-        if tensor.name not in trainable and math.prod(tensor.dims) <= MAX_VALUE_ELEMENTS:
+        if keep(tensor):
             graph.initializer.append(tensor)
-            values[tensor.name] = numpy_helper.to_array(tensor)
         else:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-    return light, values
+    return light
+
+
+def is_small(tensor: onnx.TensorProto) -> bool:
+    """At most MAX_VALUE_ELEMENTS elements: a shape, an index table, a scalar."""
+    return math.prod(tensor.dims) <= MAX_VALUE_ELEMENTS
+
+
+def _light_copy(model: onnx.ModelProto, input_name: str, batch: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The weightless copy of step 1 (the small initializers that are not trainable kept, and known as values from
+    the start), its input's batch axis fixed."""
+    trainable = {name for name, _ in trainable_initializers(model.graph)}
+    light = weightless_copy(model, lambda tensor: tensor.name not in trainable and is_small(tensor))
+    for value in light.graph.input:
+        if value.name == input_name:
+            value.type.tensor_type.shape.dim[0].Clear()
+            value.type.tensor_type.shape.dim[0].dim_value = batch
+    return light, {tensor.name: numpy_helper.to_array(tensor) for tensor in light.graph.initializer}
 
 
 def _inferred(light: onnx.ModelProto) -> dict[str, Dims | None]:

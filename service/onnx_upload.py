@@ -69,7 +69,7 @@ from api_schemas.uploads import (
     trainable_initializers,
 )
 from config.settings import Settings
-from service.onnx_shapes import ShapeError, concrete_shapes, is_concrete, value_dims
+from service.onnx_shapes import ShapeError, concrete_shapes, is_concrete, is_small, value_dims, weightless_copy
 from service.problems import ProblemError
 from service.uploads import invalid, too_large
 
@@ -147,15 +147,16 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
         for attribute in node.attribute:
             if attribute.type == onnx.AttributeProto.TENSOR:
                 _checked_tensor(attribute.t, f"graph.node.{index}.{attribute.name}", settings)
+    light = weightless_copy(model, is_small)  # checked and inferred without a second copy of the weights
     try:
-        onnx.checker.check_model(model)
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.checker.check_model(light)
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, RuntimeError, ValueError) as error:
         raise invalid("file", f"the ONNX model is malformed: {str(error).strip()[:800]}") from None
     inputs = [_tensor_info(value) for value in model.graph.input if value.name not in initializers]
     outputs = [_tensor_info(value) for value in model.graph.output]
     _check_signature(inputs, outputs)
-    fixed = fixed_cost(model, inferred, inputs[0]["name"], settings)
+    fixed = fixed_cost(model, light, inferred, inputs[0]["name"], settings)
     return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(model, inputs[0]["name"]),
                         fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops)
 
@@ -195,8 +196,10 @@ def _forward_counts(nodes, shapes: dict[str, list | None]) -> tuple[int, int] | 
     return elements, flops
 
 
-def fixed_cost(model: onnx.ModelProto, inferred: onnx.ModelProto, input_name: str, settings: Settings) -> FixedCost:
-    """The folded constants and the per-pass work of the module docstring; 422 over a folding cap or for a shape unknown."""
+def fixed_cost(model: onnx.ModelProto, light: onnx.ModelProto, inferred: onnx.ModelProto, input_name: str,
+               settings: Settings) -> FixedCost:
+    """The folded constants and the per-pass work of the module docstring; 422 over a folding cap or for a shape unknown.
+    `light` is `model` without its large initializers' bytes (weightless_copy), for shape inference."""
     _, folded = constant_names(model.graph)
     from_input = {input_name}
     kinds: list[str] = []  # "folded", "fixed" or "example", per node
@@ -214,7 +217,7 @@ def fixed_cost(model: onnx.ModelProto, inferred: onnx.ModelProto, input_name: st
     if any(kind != "example" and any(name and not is_concrete(shapes.get(name)) for name in node.output)
            for node, kind in zip(model.graph.node, kinds)):
         try:  # shape arithmetic on constants (pads, reshape targets): propagate their values, then look again
-            propagated = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+            propagated = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=True)
         except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
             propagated = inferred
         shapes, types = _shapes_and_types(propagated.graph)

@@ -17,6 +17,7 @@ from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public
 from service.api.routes import StrictJSONRoute
 from service.api.routes.datasets import DEFAULT_PAGE_SIZE, delete_unless_used, label_from, owned, page
 from service.api.routes.jobs import as_utc
+from service.model_checks import ModelChecks
 from service.onnx_upload import check_onnx
 from service.storage_quota import refuse_if_full, reserve
 from service.upload_folders import temporary_folder
@@ -80,7 +81,7 @@ async def upload_model(
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file",), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
-            _check_and_store, received, request.app.state.sessions, owner, label, settings,
+            _check_and_store, received, request.app.state.sessions, request.app.state.model_checks, owner, label, settings,
         )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"{public_url(request)}/v1/models/{resource.id}"
@@ -120,16 +121,18 @@ def delete_model(model_id: str, session: SessionDep, scope: ScopeDep) -> Respons
 
 
 def _check_and_store(
-    received: Received, sessions, owner: str, name: str | None, settings: Settings
+    received: Received, sessions, checks: ModelChecks, owner: str, name: str | None, settings: Settings
 ) -> tuple[Model, bool]:
-    """Check the file, then store it in a session opened here (the body is all on disk by now)."""
+    """Check the file (in its turn: service/model_checks.py), then store it in a session opened here (the body is all
+    on disk by now)."""
     file = received.files.get("file")
     if file is None:
         raise invalid("file", "send the ONNX file as the body or as multipart part `file`")
     if file.filename and file.filename.lower().endswith((".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt", ".bin")):
         raise invalid("file", f"{file.filename!r} looks like a torch checkpoint or pickle; ntklab takes ONNX files only, "
                       "because loading a checkpoint can run code (export with torch.onnx.export)")
-    checked = check_onnx(file.path, settings)
+    with checks.turn(file.size):
+        checked = check_onnx(file.path, settings)
     with sessions() as session:
         for attempt in range(2):
             try:

@@ -45,8 +45,9 @@ converter does), counted from the inferred shapes and element types, nothing eva
                 Transpose a Linear layer absorbs is counted though the layer reads W as stored).
     per-example computed from the input: the costs above.
 A folded or fixed node's output must have a known shape: where the plain shape inference leaves one
-unknown, inference is run again propagating constant values (data_prop: shape arithmetic, pads); a
-shape still unknown after that cannot be bounded, so the upload is refused (422, naming the node).
+unknown, the shapes are taken from service/onnx_shapes.concrete_shapes (shape arithmetic on constants —
+pads, Reshape targets, Range bounds of at most 65 536 elements — evaluated); a shape still unknown after
+that cannot be bounded, so the upload is refused (422, naming the node).
 """
 
 from __future__ import annotations
@@ -216,12 +217,11 @@ def fixed_cost(model: onnx.ModelProto, light: onnx.ModelProto, inferred: onnx.Mo
     shapes, types = _shapes_and_types(inferred.graph)
     if any(kind != "example" and any(name and not is_concrete(shapes.get(name)) for name in node.output)
            for node, kind in zip(model.graph.node, kinds)):
-        try:  # shape arithmetic on constants (pads, reshape targets): propagate their values, then look again
-            propagated = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=True)
-        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
-            propagated = inferred
-        shapes, types = _shapes_and_types(propagated.graph)
-        del propagated
+        try:  # shape arithmetic on constants (pads, reshape targets, Range bounds): evaluate it, then look again
+            concrete = concrete_shapes(model, input_name, 1)
+        except ShapeError:
+            concrete = {}
+        shapes |= {name: dims for name, dims in concrete.items() if is_concrete(dims)}
     cost = dict.fromkeys(("constant_bytes", "constant_elements", "folding_flops", "fixed_elements", "fixed_flops"), 0)
     for index, (node, kind) in enumerate(zip(model.graph.node, kinds)):
         if kind == "example":

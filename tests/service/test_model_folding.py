@@ -69,13 +69,32 @@ def test_a_constant_matmul_chain_past_the_flop_cap_is_refused_naming_its_node(cl
     assert stored_rows(client) == (0, 0, 0)
 
 
-def test_a_folded_node_of_unknown_shape_is_refused(client):
-    # Range(0, n) with n = 1000·1000 computed by a Mul: inference cannot tell its length, so its size is unbounded
+def test_a_folded_range_of_computed_length_is_sized_by_evaluating_its_bounds(client):
+    # Range(0, n) with n = 1000·1000 computed by a Mul: plain inference cannot tell its length; the upload check
+    # evaluates the Mul (shape arithmetic, service/onnx_shapes.py) and counts 10⁶ int64 and 10⁶ float elements.
     i64 = lambda name, value: numpy_helper.from_array(np.array(value, np.int64), name)  # noqa: E731
     nodes = [helper.make_node("Mul", ["a", "b"], ["n"]), helper.make_node("Range", ["zero", "n", "one"], ["r"]),
              helper.make_node("Cast", ["r"], ["big"], to=TensorProto.FLOAT)]
     body = model(nodes + reads_constant("big"), [i64("a", 1000), i64("b", 1000), i64("zero", 0), i64("one", 1)], out=3)
-    problem = assert_refused(upload(client, body), 422, "graph.node.1", "cannot be inferred")
+    answer = upload(client, body)
+    assert answer.status_code == 201, answer.text
+    with client.app.state.sessions() as db:
+        row = db.scalar(select(UploadedModel).where(UploadedModel.id == answer.json()["id"]))
+    # n (1 int64), r (10⁶ int64), big (10⁶ floats at 8 bytes), total (1 float)
+    assert (row.constant_bytes, row.constant_elements) == (8 + 8 * 10**6 + 8 * 10**6 + 8, 10**6 + 1)
+
+
+def test_a_folded_node_of_unknown_shape_is_refused(client):
+    # Range(0, n) with n the sum of 70 000 ones: a float reduction over more than the 65 536 elements shape
+    # arithmetic may evaluate, so n stays unknown and nothing bounds the Range's length.
+    i64 = lambda name, value: numpy_helper.from_array(np.array(value, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("ConstantOfShape", ["count"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+             helper.make_node("ReduceSum", ["ones"], ["sum"], keepdims=0),
+             helper.make_node("Cast", ["sum"], ["n"], to=TensorProto.INT64),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+             helper.make_node("Cast", ["r"], ["big"], to=TensorProto.FLOAT)]
+    body = model(nodes + reads_constant("big"), [i64("count", [70_000]), i64("zero", 0), i64("one", 1)], out=3)
+    problem = assert_refused(upload(client, body), 422, "graph.node.3", "cannot be inferred")
     assert problem["type"] == INVALID_UPLOAD and "Range" in problem["detail"]
 
 

@@ -90,8 +90,10 @@ def visible(scope: str | None) -> tuple:
     return () if scope is None else (Job.owner == scope,)
 
 
-def get_job(session: Session, scope: str | None, job_id: str) -> Job | None:
-    return session.scalar(select(Job).where(*visible(scope), Job.id == job_id))
+def get_job(session: Session, scope: str | None, job_id: str, *, fresh: bool = False) -> Job | None:
+    """The job if `scope` may see it; `fresh`: read again even if this session holds it (None once deleted)."""
+    query = select(Job).where(*visible(scope), Job.id == job_id)
+    return session.scalar(query.execution_options(populate_existing=True) if fresh else query)
 
 
 def tags_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[str]]:

@@ -266,7 +266,7 @@ def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
     job = _owned_job(session, scope, job_id)
     if job.status in jobs_repo.ACTIVE_STATUSES:
         jobs_repo.request_cancel(session, scope, job_id)
-        session.refresh(job)
+        job = _owned_job(session, scope, job_id, fresh=True)  # a delete may have removed it once cancelled: 404
     if job.status in ("succeeded", "failed"):
         raise ProblemError(409, f"the job already {job.status}; there is nothing to cancel", type=types.INVALID_STATE)
     return job_resource(job, jobs_repo.spec_tags(job), with_spec=True)
@@ -280,8 +280,9 @@ def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
     summary="Delete a finished job",
 )
 def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
-    job = _owned_job(session, scope, job_id)
+    _owned_job(session, scope, job_id)
     if not jobs_repo.delete_finished(session, scope, job_id):
+        job = _owned_job(session, scope, job_id, fresh=True)  # another delete may have removed it: 404
         raise ProblemError(
             409,
             f"the job is {job.status}; only finished jobs can be deleted (cancel it first)",
@@ -350,8 +351,8 @@ def hold_uploads(session, owner: str, documents: list[dict]) -> None:
     raise ProblemError(422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors)
 
 
-def _owned_job(session, scope: str | None, job_id: str) -> models.Job:
-    job = jobs_repo.get_job(session, scope, job_id)
+def _owned_job(session, scope: str | None, job_id: str, *, fresh: bool = False) -> models.Job:
+    job = jobs_repo.get_job(session, scope, job_id, fresh=fresh)
     if job is None:
         raise ProblemError(404, "no such job")
     return job

@@ -28,11 +28,13 @@ from numpy.lib import format as npy
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
+from api_schemas.uploads import INVALID_UPLOAD
 from config.settings import Settings
 from service.problems import ProblemError
 from service.uploads import Received, invalid, too_large
 
 NPZ_MEMBERS = {"x.npy": "x", "y.npy": "y"}
+MAX_ARRAY_DIMENSIONS = 64  # numpy's own limit on an array's dimensions (NPY_MAXDIMS, numpy >= 2.0)
 MAX_HEADER_BYTES = 10_000
 COPY_BYTES = 1 << 20
 CHECK_VALUES = 1 << 22
@@ -112,6 +114,10 @@ def check_header(header: Header, name: str, settings: Settings) -> None:
         raise invalid(name, f"dtype {dtype.str!r} is not allowed: only float and integer arrays (never objects or pickles)", value=dtype.str)
     if dtype.kind not in "fiu" or (dtype.kind == "u" and dtype.itemsize == 8) or (dtype.kind == "f" and dtype.itemsize > 8):
         raise invalid(name, f"dtype {dtype.name} is not allowed: float16/32/64 or (u)int8…int64 only", value=dtype.name)
+    if len(shape) > MAX_ARRAY_DIMENSIONS:
+        message = f"{name} declares {len(shape)} dimensions; numpy holds at most {MAX_ARRAY_DIMENSIONS}"
+        raise ProblemError(422, f"{name}: {message}", type=INVALID_UPLOAD, title="Upload refused", errors=[
+            FieldError(field=name, message=message, limit=MAX_ARRAY_DIMENSIONS, value=len(shape))])
     if name == "x" and len(shape) < 2:
         raise invalid(name, f"x must be [points, ...] with at least 2 dimensions; it is {list(shape)}", value=len(shape))
     if name == "y" and len(shape) not in (1, 2):
@@ -227,7 +233,10 @@ def _check_values(array: CheckedArray, name: str) -> None:
     """Every value finite (integers always are), read through a memory map a block of rows at a time."""
     if array.dtype.kind != "f":
         return
-    values = np.load(array.path, mmap_mode="r", allow_pickle=False)
+    try:
+        values = np.load(array.path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise invalid(name, f"numpy cannot read {name}: {error}") from None
     per_row = max(1, math.prod(array.shape[1:]))
     rows = max(1, CHECK_VALUES // per_row)
     for start in range(0, array.shape[0], rows):

@@ -55,6 +55,9 @@ class StoredModel(Strict):
         default=None, ge=0, description="elements of the nodes that run on every forward pass whatever the batch "
         "(computed from weights, not from the input), counted at upload")
     fixed_flops: int | None = Field(default=None, ge=0, description="their FLOPs per forward pass")
+    input_vocabulary: int | None = Field(
+        default=None, ge=1, description="an integer input's ids must lie in [0, input_vocabulary): the least row count "
+        "of the embedding tables that read the input, found at upload; null when none reads it directly")
 
 
 class ModelSpec(Strict):
@@ -292,6 +295,8 @@ class StoredDataset(Strict):
     x_shape: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="one point's x shape")
     x_integer: bool = Field(description="x holds integers: kept as int64 (token ids) for a model that takes them, else cast to float")
     y_width: int = Field(ge=1, description="target width O (y [points] counts as width 1)")
+    x_min: int | None = Field(default=None, description="an integer x's smallest value (token ids), read at upload")
+    x_max: int | None = Field(default=None, description="an integer x's largest value (token ids), read at upload")
 
 
 class DatasetData(DataCommon):
@@ -554,17 +559,25 @@ def _graph_fits_data(model: ModelSpec, data) -> None:
     plan_graph(model.layers, tuple(model.input_shape or (features,)), bias=model.bias)
     first = model.layers[0]
     if isinstance(first, Embedding) and not _token_ids(data, first.vocab):
-        raise ValueError(
-            f"model.layers.0 (embedding) reads integer token ids in [0, {first.vocab}); data.kind {data.kind!r} "
-            "does not hold them (inline integers, or an uploaded data set of integers)"
-        )
+        stored = getattr(data, "stored", None)
+        held = (f"holds ids from {stored.x_min} to {stored.x_max}" if stored is not None and stored.x_integer
+                else "does not hold them (inline integers, or an uploaded data set of integers)")
+        raise ValueError(f"model.layers.0 (embedding) reads integer token ids in [0, {first.vocab}); data.kind "
+                         f"{data.kind!r} {held}")
 
 
 def _token_ids(data, vocab: int) -> bool:
     """Whether the data's inputs are integer token ids (below `vocab` where the values are known)."""
     if isinstance(data, InlineData):
         return all(value.is_integer() and 0 <= value < vocab for row in data.x for value in row)
-    return isinstance(data, DatasetData) and data.stored is not None and data.stored.x_integer
+    if not (isinstance(data, DatasetData) and data.stored is not None and data.stored.x_integer):
+        return False
+    return ids_within(data.stored, vocab)
+
+
+def ids_within(stored: StoredDataset, vocab: int) -> bool:
+    """Whether a stored integer data set's ids lie in [0, vocab) (True where its range was not recorded)."""
+    return stored.x_min is None or stored.x_max is None or (stored.x_min >= 0 and stored.x_max < vocab)
 
 
 def takes_integer_inputs(model: ModelSpec) -> bool:

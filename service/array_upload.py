@@ -55,6 +55,8 @@ class CheckedArray:
 class CheckedDataset:
     x: CheckedArray
     y: CheckedArray
+    x_range: tuple[int, int] | None = None
+    """An integer x's smallest and largest value (token ids, checked against a model's vocabulary at submission)."""
 
     @property
     def points(self) -> int:
@@ -76,9 +78,8 @@ def check_dataset(received: Received, folder: Path, settings: Settings) -> Check
         raise invalid("y", f"y has {y.shape[0]} rows but x has {x.shape[0]}", value=y.shape[0])
     if x.size + y.size > settings.max_upload_bytes:
         raise too_large(x.size + y.size, settings.max_upload_bytes, "unpacks to")
-    for name, array in (("x", x), ("y", y)):
-        _check_values(array, name)
-    return CheckedDataset(x, y)
+    _check_values(y, "y")
+    return CheckedDataset(x, y, _check_values(x, "x"))
 
 
 # --------------------------------------------------------------------------- headers
@@ -229,14 +230,17 @@ def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, target: 
 # --------------------------------------------------------------------------- values
 
 
-def _check_values(array: CheckedArray, name: str) -> None:
-    """Every value finite (integers always are), read through a memory map a block of rows at a time."""
-    if array.dtype.kind != "f":
-        return
+def _check_values(array: CheckedArray, name: str) -> tuple[int, int] | None:
+    """Every value finite (integers always are), read through a memory map a block of rows at a time; for an integer
+    array its (smallest, largest) value, clamped to the signed 64-bit range the database holds, else None."""
+    if array.dtype.kind not in "fiu":
+        return None
     try:
         values = np.load(array.path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as error:
         raise invalid(name, f"numpy cannot read {name}: {error}") from None
+    if array.dtype.kind in "iu":
+        return _integer_range(values) if values.size else None
     per_row = max(1, math.prod(array.shape[1:]))
     rows = max(1, CHECK_VALUES // per_row)
     for start in range(0, array.shape[0], rows):
@@ -248,3 +252,16 @@ def _check_values(array: CheckedArray, name: str) -> None:
             bad = block[where]
             raise invalid(name, f"{name} holds a non-finite value ({bad}) at index {list(at)}; every value must be finite")
     del values
+    return None
+
+
+def _integer_range(values: np.ndarray) -> tuple[int, int]:
+    """min and max a block of rows at a time (a memory map is read once), clamped to [−2⁶³, 2⁶³ − 1]."""
+    per_row = max(1, math.prod(values.shape[1:]))
+    rows = max(1, CHECK_VALUES // per_row)
+    low, high = None, None
+    for start in range(0, values.shape[0], rows):
+        block = np.asarray(values[start : start + rows])
+        low = int(block.min()) if low is None else min(low, int(block.min()))
+        high = int(block.max()) if high is None else max(high, int(block.max()))
+    return max(low, -(2**63)), min(high, 2**63 - 1)

@@ -87,6 +87,8 @@ FOLDED_BYTES = {TensorProto.FLOAT: 8, TensorProto.DOUBLE: 8, TensorProto.FLOAT16
                 TensorProto.UINT8: 1, TensorProto.BOOL: 1}
 """Bytes per element of a folded constant as the worker holds it: floats in the job's dtype (at most float64); any
 other element type at 8 bytes."""
+ID_CARRIERS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
+"""Operators that move an integer input's ids without changing them (for input_vocabulary)."""
 COUNT_LIMIT = 2**62
 """Per-pass counts past this are refused at upload: far beyond any job's estimate cap, and the columns are 64-bit."""
 TYPED_FIELDS = ("float_data", "double_data", "int32_data", "int64_data")
@@ -112,6 +114,7 @@ class CheckedModel:
     folding_flops: int = 0
     fixed_elements: int = 0
     fixed_flops: int = 0
+    input_vocabulary: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,8 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     _check_signature(inputs, outputs)
     fixed = fixed_cost(model, light, inferred, inputs[0]["name"], settings)
     return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(model, inputs[0]["name"]),
-                        fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops)
+                        fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops,
+                        input_vocabulary(model, inputs[0]))
 
 
 def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
@@ -173,6 +177,24 @@ def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | Non
         raise invalid("file", f"one forward pass of two examples computes {elements_2} elements in {flops_2} FLOPs; "
                       f"more than {COUNT_LIMIT} cannot be run or stored")
     return elements_2 - elements_1, flops_2 - flops_1
+
+
+def input_vocabulary(model: onnx.ModelProto, signature: dict) -> int | None:
+    """For an integer input, the ids it may hold: [0, V) with V the least first dimension of the initializers that a
+    Gather (axis 0) reads the input's ids from as indices (nn.Embedding's export), the ids as sent or moved by
+    ID_CARRIERS (GPT-2 reshapes input_ids first); None for a float input or when no such Gather reads them (a job's
+    token ids are then not checked at submission)."""
+    if not signature["dtype"].startswith("int"):
+        return None
+    tables = {tensor.name: list(tensor.dims) for tensor in model.graph.initializer}
+    ids, sizes = {signature["name"]}, []
+    for node in model.graph.node:
+        if node.op_type in ID_CARRIERS and node.input[0] in ids:
+            ids.update(name for name in node.output if name)
+        elif (node.op_type == "Gather" and node.input[1] in ids and tables.get(node.input[0])
+              and not any(a.name == "axis" and a.i != 0 for a in node.attribute)):
+            sizes.append(tables[node.input[0]][0])
+    return min(sizes) if sizes else None
 
 
 def _shapes_at(model: onnx.ModelProto, input_name: str, batch: int) -> dict[str, list | None]:

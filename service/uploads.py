@@ -271,6 +271,8 @@ def resolve_uploads(spec: JobSpec, session: Session, owner: str) -> JobSpec:
         if point_shape is None:
             point_shape = tuple(spec.image_shape() or (input_dim(spec.data),))
         _resolve_model(spec.model, document["model"], session, owner, point_shape, x_integer, errors)
+        if uses_dataset and not errors:
+            _check_token_ids(document["data"]["stored"], document["model"]["stored"], spec.data.id, errors)
     if x_integer and spec.data.standardize and _keeps_integers(spec.model, document["model"]):
         errors.append(FieldError(field="data.standardize", message=f"data set {spec.data.id} has integer x (token ids for "
                                  f"this {spec.model.kind} model); standardize applies to float inputs only", value=True))
@@ -296,7 +298,8 @@ def _resolve_dataset(data: DatasetData, document: dict, session: Session, owner:
     x_integer = row.x_dtype.startswith(("int", "uint"))
     y_width = row.y_shape[1] if len(row.y_shape) == 2 else 1
     document["n_train"] = n_train
-    document["stored"] = {"points": row.points, "x_shape": row.x_shape[1:], "x_integer": x_integer, "y_width": y_width}
+    document["stored"] = {"points": row.points, "x_shape": row.x_shape[1:], "x_integer": x_integer, "y_width": y_width,
+                          "x_min": row.x_min, "x_max": row.x_max}
     return tuple(row.x_shape[1:]), x_integer
 
 
@@ -326,7 +329,18 @@ def _resolve_model(model, document: dict, session: Session, owner: str, point_sh
         "activation_elements": row.activation_elements, "forward_flops": row.forward_flops,
         "constant_bytes": row.constant_bytes, "constant_elements": row.constant_elements,
         "folding_flops": row.folding_flops, "fixed_elements": row.fixed_elements, "fixed_flops": row.fixed_flops,
+        "input_vocabulary": row.input_vocabulary,
     }
+
+
+def _check_token_ids(data: dict, model: dict, data_id: str, errors: list[FieldError]) -> None:
+    """A data set's integer ids must index the model's embedding: [x_min, x_max] within [0, input_vocabulary)."""
+    vocabulary, low, high = model.get("input_vocabulary"), data.get("x_min"), data.get("x_max")
+    if vocabulary is None or low is None or high is None or (low >= 0 and high < vocabulary):
+        return
+    value = high if high >= vocabulary else low
+    errors.append(FieldError(field="data.id", message=f"data set {data_id} holds token ids from {low} to {high}; the "
+                             f"model's embedding takes ids in [0, {vocabulary})", limit=vocabulary, value=value))
 
 
 def _keeps_integers(model: ModelSpec, document: dict) -> bool:

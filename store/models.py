@@ -253,6 +253,9 @@ class Dataset(Base):
     x_dtype: Mapped[str] = mapped_column(String(16))
     y_shape: Mapped[list] = mapped_column(JSON)
     y_dtype: Mapped[str] = mapped_column(String(16))
+    # an integer x's extremes (token ids), read at upload; None for float x and before 0011
+    x_min: Mapped[int | None] = mapped_column(BigInteger)
+    x_max: Mapped[int | None] = mapped_column(BigInteger)
     size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -290,6 +293,9 @@ class UploadedModel(Base):
     folding_flops: Mapped[int | None] = mapped_column(BigInteger)
     fixed_elements: Mapped[int | None] = mapped_column(BigInteger)
     fixed_flops: Mapped[int | None] = mapped_column(BigInteger)
+    # an integer input's vocabulary: ids must lie in [0, input_vocabulary) (service/onnx_upload.input_vocabulary);
+    # None for float inputs, when no embedding reads the input directly, and before 0011
+    input_vocabulary: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

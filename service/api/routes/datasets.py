@@ -208,6 +208,7 @@ def _store(session, owner: str, name: str | None, checked: CheckedDataset) -> tu
         id=models.new_id("ds"), owner=owner, name=name, x_blob_id=x_blob, y_blob_id=y_blob, points=checked.points,
         x_shape=list(checked.x.shape), x_dtype=checked.x.dtype.name, y_shape=list(checked.y.shape),
         y_dtype=checked.y.dtype.name, size=checked.x.size + checked.y.size, created_at=models.utcnow(),
+        x_min=checked.x_range[0] if checked.x_range else None, x_max=checked.x_range[1] if checked.x_range else None,
     )
     session.add(row)
     session.commit()

@@ -35,7 +35,7 @@ from service.body_timing import BodyDeadline
 from service.caps import BodySizeLimit
 from service.model_checks import ModelChecks
 from service.observability import RequestLatency, make_registry
-from service.problems import install_problem_handlers
+from service.problems import ProblemAPI, install_problem_handlers
 from service.rate_limit import make_limiters
 from service.ui.routes import install_dashboard
 from service.uploads import UPLOAD_PATHS, UploadSlots
@@ -55,7 +55,7 @@ UPLOAD_FOLDER_MARGIN_S = 3600.0
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = make_engine(settings.database_url, pool_size=settings.database_pool_size)
-    app = FastAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan, redirect_slashes=False,
+    app = ProblemAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan, redirect_slashes=False,
                   docs_url=None, redoc_url=None)
     install_dashboard(app)
     app.state.settings = settings

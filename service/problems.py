@@ -7,6 +7,13 @@ noise (api_schemas/field_errors.py, shared with `ntklab run --local`).
 Every problem can be sent whatever the request held: a lone surrogate (`"\\ud800"` in a
 JSON body, a key or a value that a problem echoes) is not Unicode and has no UTF-8 form,
 so the body writes it as the six visible characters `\\ud800` (ProblemResponse).
+
+An unexpected error is a 500 problem on a connection that stays open (ProblemAPI): Starlette's
+ServerErrorMiddleware sends on_bug's answer and then raises the error again, for the server to
+log or a test client to raise, and uvicorn closes every connection whose request raised after
+its answer started. on_bug has logged it, so once the answer is complete the error ends here;
+Starlette's TestClient, which asks for the `http.response.debug` extension, still gets it
+(`raise_server_exceptions`), and an error in the middle of an answer still closes the connection.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api_schemas import problems as types
 from api_schemas.base import LONE_SURROGATE
@@ -69,6 +77,37 @@ class ProblemResponse(JSONResponse):
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
     return ProblemResponse(problem.body(), status_code=problem.status, headers=headers)
+
+
+class ProblemAPI(FastAPI):
+    """FastAPI whose outermost layer is AnsweredErrors."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return AnsweredErrors(super().build_middleware_stack())
+
+
+class AnsweredErrors:
+    """Ends an error raised after its whole answer was sent, so the server keeps the connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or "http.response.debug" in scope.get("extensions", {}):
+            await self.app(scope, receive, send)
+            return
+        answered = False
+
+        async def watched(message: Message) -> None:
+            nonlocal answered
+            await send(message)
+            answered = answered or (message["type"] == "http.response.body" and not message.get("more_body", False))
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            if not answered:
+                raise
 
 
 def install_problem_handlers(app: FastAPI, retry_after_s: int) -> None:

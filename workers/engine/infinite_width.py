@@ -36,6 +36,7 @@ from api_schemas.infinite_width import refusal
 from api_schemas.spec import JobSpec, ModelSpec
 from workers.engine import limit_maps
 from workers.engine.artifacts import npy_artifact
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.limit_maps import Moments
 from workers.engine.ntk import tangent_kernel
 from workers.engine.parameterization import multiplier_and_std
@@ -53,14 +54,18 @@ class LimitKernels:
     quadrature_error: float
 
 
-def limit_kernels(model: ModelSpec, x: Tensor, *, tolerance: float = 1e-10) -> LimitKernels:
-    """Θ∞ and Σ∞ of the spec's network on the points x [n, …] (one point's shape is the data's)."""
+def limit_kernels(
+    model: ModelSpec, x: Tensor, *, tolerance: float = 1e-10, checkpoint: Checkpoint = no_checkpoint
+) -> LimitKernels:
+    """Θ∞ and Σ∞ of the spec's network on the points x [n, …] (one point's shape is the data's);
+    checkpoint() is called after each layer's map."""
     why = refusal(model)
     if why is not None:
         raise ValueError(why)
     state, maps = _layer_maps(model, x, tolerance)
     for layer_map in maps:
         state = layer_map(state)
+        checkpoint()
     return LimitKernels(state.Θ[:, :, 0, 0], state.K[:, :, 0, 0], state.error)
 
 
@@ -192,16 +197,16 @@ def kernel_inf_distance(K: Tensor, theta: Tensor) -> float:
 
 def infinite_width_report(
     spec: JobSpec, net: nn.Module, x: Tensor, kernels_init: dict[str, Tensor], kernels_final: dict[str, Tensor] | None,
-    *, finite: bool, method: str,
+    *, finite: bool, method: str, checkpoint: Checkpoint = no_checkpoint,
 ) -> tuple[dict[str, Scalar], dict[str, Artifact]]:
     """Summary (kernel_inf_distance_init/_final, lambda_min_inf, kernel_inf_quadrature_error) and artifacts
     (kernel_inf.npy = Θ∞, nngp_inf.npy = Σ∞, both [n, n]). The final logits' kernel is the one measured
     along the path when there is one, else computed here; None after divergence."""
-    limit = limit_kernels(spec.model, x, tolerance=spec.diagnostics.infinite_width.quadrature_tolerance)
+    limit = limit_kernels(spec.model, x, tolerance=spec.diagnostics.infinite_width.quadrature_tolerance, checkpoint=checkpoint)
     of = "logits" if "logits" in kernels_init else "outputs"
     final = None
     if finite:
-        final = kernels_final[of] if kernels_final is not None else tangent_kernel(net, x, method=method, of="logits")
+        final = kernels_final[of] if kernels_final is not None else tangent_kernel(net, x, method=method, of="logits", checkpoint=checkpoint)
     summary: dict[str, Scalar] = {
         "kernel_inf_distance_init": kernel_inf_distance(kernels_init[of], limit.ntk),
         "kernel_inf_distance_final": None if final is None else kernel_inf_distance(final, limit.ntk),

@@ -51,6 +51,7 @@ from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, tor
     shared_weight_flops,
     use_per_sample,
 )
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 
 RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledConv1d, ScaledEmbedding)
@@ -62,9 +63,11 @@ def has_rule(module: nn.Module) -> bool:
 
 
 def layer_kernel(
-    layer: nn.Module, inputs: list[Tensor], cotangents: list[Tensor], *, weight: bool, bias: bool, budget: int
+    layer: nn.Module, inputs: list[Tensor], cotangents: list[Tensor], *, weight: bool, bias: bool, budget: int,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> Tensor:
-    """The layer's share of K, [n·O, n·O], from its calls: inputs[k] and cotangents[k] = ∂f/∂z_k [n, O, *z_k.shape[1:]]."""
+    """The layer's share of K, [n·O, n·O], from its calls: inputs[k] and cotangents[k] = ∂f/∂z_k [n, O, *z_k.shape[1:]];
+    checkpoint() is called after each chunk."""
     n, O = cotangents[0].shape[:2]
     if isinstance(layer, ScaledLinear) and len(inputs) == 1 and inputs[0].dim() == 2:
         return _dense_layer_kernel(layer, inputs[0], cotangents[0], weight=weight, bias=bias)
@@ -73,13 +76,13 @@ def layer_kernel(
     if weight:
         c2 = layer.weight_multiplier**2
         if isinstance(layer, ScaledEmbedding):
-            K += c2 * _embedding_kernel(torch.cat([t.reshape(n, -1) for t in inputs], dim=1), G, budget)
+            K += c2 * _embedding_kernel(torch.cat([t.reshape(n, -1) for t in inputs], dim=1), G, budget, checkpoint)
         elif isinstance(layer, ScaledConv2d) and layer.groups > 1:
             columns = torch.cat([layer.columns(x) for x in inputs], dim=2)
             per_channel = torch.cat([g.reshape(n, O, g.shape[2], -1) for g in cotangents], dim=3)
-            K += c2 * _grouped_conv_kernel(columns, per_channel, layer.groups, budget)
+            K += c2 * _grouped_conv_kernel(columns, per_channel, layer.groups, budget, checkpoint)
         else:
-            K += c2 * _shared_weight_kernel(positions_inputs(layer, inputs), G, budget)
+            K += c2 * _shared_weight_kernel(positions_inputs(layer, inputs), G, budget, checkpoint)
     if bias:
         Gs = G.sum(dim=2).reshape(n * O, -1)
         K += layer.bias_multiplier**2 * (Gs @ Gs.T)
@@ -125,7 +128,7 @@ def _expand_over_outputs(gram: Tensor, O: int) -> Tensor:
     return gram.repeat_interleave(O, dim=0).repeat_interleave(O, dim=1)
 
 
-def _shared_weight_kernel(A: Tensor, G: Tensor, budget: int) -> Tensor:
+def _shared_weight_kernel(A: Tensor, G: Tensor, budget: int, checkpoint: Checkpoint) -> Tensor:
     """A [n, T, in], G [n, O, T, out] -> Σ_{t,u} (a_it·a_ju)(g_iat·g_jbu), [n·O, n·O] (without c²)."""
     n, T, fan_in = A.shape
     O, out = G.shape[1], G.shape[3]
@@ -136,11 +139,12 @@ def _shared_weight_kernel(A: Tensor, G: Tensor, budget: int) -> Tensor:
             Gc = G[..., start : start + chunk].transpose(2, 3).reshape(n, -1, T)
             J = torch.bmm(Gc, A).reshape(n * O, -1)
             K += J @ J.T
+            checkpoint()
         return K
-    return _position_sum(lambda rows: torch.einsum("itk,juk->ijtu", A[rows], A), G, budget)
+    return _position_sum(lambda rows: torch.einsum("itk,juk->ijtu", A[rows], A), G, budget, checkpoint)
 
 
-def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int) -> Tensor:
+def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int, checkpoint: Checkpoint) -> Tensor:
     """U [n, γ·in_g, T] (unfolded patches, channels first), G [n, O, γ·out_g, T] ->
     Σ_g Σ_{t,u} (a_igt·a_jgu)(g_iagt·g_jbgu) (without c²): a grouped convolution's weight, each group a weight
     shared over the T positions that reads its own in_g = C/γ·kh·kw patch entries."""
@@ -160,14 +164,15 @@ def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int) -> Tens
             Gc = G[:, :, start : start + gc].permute(0, 2, 1, 3, 4).reshape(n * gc, O * out_g, T)
             J = torch.bmm(Gc, Uc.transpose(1, 2)).reshape(n, gc, O, out_g * in_g).transpose(1, 2).reshape(n * O, -1)
             K += J @ J.T
+            checkpoint()
         return K
     for g in range(groups):
         A_g, G_g = U[:, g].transpose(1, 2), G[:, :, g].transpose(2, 3)
-        K += _position_sum(lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget)
+        K += _position_sum(lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget, checkpoint)
     return K
 
 
-def _embedding_kernel(tokens: Tensor, G: Tensor, budget: int) -> Tensor:
+def _embedding_kernel(tokens: Tensor, G: Tensor, budget: int, checkpoint: Checkpoint) -> Tensor:
     """tokens [n, T], G [n, O, T, w] -> Σ_{t,u} [tok_it = tok_ju](g_iat·g_jbu), [n·O, n·O] (without c²)."""
     n, O, T, width = G.shape
     used, row = torch.unique(tokens, return_inverse=True)
@@ -182,11 +187,13 @@ def _embedding_kernel(tokens: Tensor, G: Tensor, budget: int) -> Tensor:
             J = torch.zeros(n * U, per_position.shape[1], dtype=G.dtype, device=G.device).index_add_(0, index, per_position)
             J = J.reshape(n, U, O, -1).transpose(1, 2).reshape(n * O, -1)
             K += J @ J.T
+            checkpoint()
         return K
-    return _position_sum(lambda rows: (tokens[rows, None, :, None] == tokens[None, :, None, :]).to(G.dtype), G, budget)
+    return _position_sum(lambda rows: (tokens[rows, None, :, None] == tokens[None, :, None, :]).to(G.dtype), G, budget,
+                         checkpoint)
 
 
-def _position_sum(input_gram, G: Tensor, budget: int) -> Tensor:
+def _position_sum(input_gram, G: Tensor, budget: int, checkpoint: Checkpoint = no_checkpoint) -> Tensor:
     """Σ_{t,u} input_gram[i,j,t,u]·(g_iat·g_jbu) in row chunks; input_gram(rows) -> [r, n, T, T]."""
     n, O, T, _ = G.shape
     row_bytes = n * O * O * T * T * G.element_size()
@@ -196,4 +203,5 @@ def _position_sum(input_gram, G: Tensor, budget: int) -> Tensor:
         rows = slice(start, start + chunk)
         GG = torch.einsum("iatc,jbuc->iajbtu", G[rows], G)
         blocks.append(torch.einsum("ijtu,iajbtu->iajb", input_gram(rows), GG).reshape(-1, n * O))
+        checkpoint()
     return torch.cat(blocks)

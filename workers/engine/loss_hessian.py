@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.curvature_operators import (
     Operator,
     gauss_newton_operator,
@@ -50,18 +51,25 @@ class LossHessianSplit:
 
 def loss_hessian_split(
     net: nn.Module, x: Tensor, y: Tensor, loss: str, *, iterations: int = 32, tolerance: float = 1e-6,
-    kernel_method: str = "auto",
+    kernel_method: str = "auto", checkpoint: Checkpoint = no_checkpoint,
 ) -> LossHessianSplit:
-    """The split at the network's current weights over the points x [n, ...] with targets y [n, O]."""
+    """The split at the network's current weights over the points x [n, ...] with targets y [n, O];
+    checkpoint() is called after each Hessian-vector product and inside the kernel (ntk.py)."""
     operators = [op(net, x, y, loss) for op in (loss_hessian_operator, gauss_newton_operator, residual_operator)]
-    norms = [_norm(op, iterations, tolerance) for op in operators]
-    kernel = tangent_kernel(net, x, method=kernel_method, of=loss_reads(loss))
+    norms = [_norm(op, iterations, tolerance, checkpoint) for op in operators]
+    kernel = tangent_kernel(net, x, method=kernel_method, of=loss_reads(loss), checkpoint=checkpoint)
     return LossHessianSplit(*norms, kernel_spectrum(kernel)[0], sum(op.calls for op in operators))
 
 
-def _norm(operator: Operator, iterations: int, tolerance: float) -> float:
+def _norm(operator: Operator, iterations: int, tolerance: float, checkpoint: Checkpoint) -> float:
     generator = torch.Generator().manual_seed(0)
+
+    def products(vectors: Tensor) -> Tensor:
+        out = operator(vectors)
+        checkpoint()
+        return out
+
     return spectral_norm(
-        operator, operator.dim, steps=iterations, tolerance=tolerance, dtype=operator.dtype, device=operator.device,
+        products, operator.dim, steps=iterations, tolerance=tolerance, dtype=operator.dtype, device=operator.device,
         generator=generator,
     )

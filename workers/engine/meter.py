@@ -3,6 +3,8 @@
     meter.phase("kernel")      times the block as "kernel" and reports Progress(step, total, "kernel")
     meter.counted("hessian")   times the block as "hessian" and yields report(done, planned), which sends
                                Progress(done, planned, "hessian", eta) with eta = elapsed/done · (planned − done)
+                               and is a checkpoint
+    meter.checkpoint()         raises JobCancelled when the callbacks say the job was cancelled
 
 Outside counted phases, `step` of `total` are training steps (step = the last one reached);
 inside one they are the phase's own units (Hessian-vector products for "hessian").
@@ -15,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from workers.engine.callbacks import Callbacks, Progress
+from workers.engine.callbacks import Callbacks, JobCancelled, Progress
 from workers.engine.timings import PhaseClock
 
 Report = Callable[[int, int], None]
@@ -47,8 +49,14 @@ class Meter:
             started = time.perf_counter()
 
             def report(done: int, planned: int) -> None:
+                self.checkpoint()
                 elapsed = time.perf_counter() - started
                 eta = elapsed / done * max(planned - done, 0) if done else None
                 self.callbacks.progress(Progress(done, planned, name, eta))
 
             yield report
+
+    def checkpoint(self) -> None:
+        """Raise JobCancelled if the job was cancelled (workers.engine.callbacks.Checkpoint)."""
+        if self.callbacks.cancelled():
+            raise JobCancelled(f"cancelled during {self.clock.current or 'the run'}")

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from api_schemas.architecture import LayerPlan, plan_network
 from api_schemas.spec import ModelSpec
 from workers.engine.activations import apply_head, hidden_activation
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.graph import GraphNetwork, build_graph_network
 from workers.engine.layers import ScaledConv2d, ScaledLinear
 from workers.engine.parameterization import bias_multiplier, initialise_, multiplier_and_std
@@ -120,15 +121,17 @@ def build_network(
     seed: int,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> Network | GraphNetwork:
-    """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input."""
+    """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input. An uploaded ONNX
+    model's conversion calls checkpoint() before each node."""
     if model.kind == "graph":
         return build_graph_network(model, input_shape, seed=seed, dtype=dtype, device=device)
     if model.kind == "onnx":
         from workers.engine.onnx_model import build_onnx_network
         from workers.engine.uploads import model as uploaded_model
 
-        return build_onnx_network(model, uploaded_model(model.id), dtype=dtype, device=device)
+        return build_onnx_network(model, uploaded_model(model.id), dtype=dtype, device=device, checkpoint=checkpoint)
     plan = plan_network(model, input_shape)
     generator = torch.Generator().manual_seed(seed)
     blocks = sum(layer.residual for layer in plan.hidden)

@@ -35,6 +35,12 @@ auto        With the probe points, the cost model of kernel_cost.py: with F the 
             the fewest FLOPs among the methods whose (unchunkable) memory is within the budget.
             Without the points (resolve_method(net, "auto")): structured when every trainable
             parameter is covered, else jacobian.
+
+Every method calls `checkpoint()` (workers.engine.callbacks.Checkpoint) between its units of work:
+structured after each backward pass, each layer's rule, each chunk of a rule (kernel_rules.py) and each
+chunk of per-sample gradients (per_sample.py);
+jacobian after the Jacobian and each parameter tensor's J Jᵀ; ntk_vp after each block of columns, a
+block holding at most CHECKPOINT_FLOPS of work.
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
+from torch.utils.flop_counter import FlopCounterMode
 
 from workers.engine import kernel_cost
 from workers.engine.activations import apply_head, head_of
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.kernel_rules import layer_kernel
 from workers.engine.layer_capture import capture, fallback_names, rule_parameters
 from workers.engine.nets import trainable_parameters
@@ -58,14 +66,19 @@ Of = Literal["outputs", "logits"]
 
 MEMORY_BUDGET_BYTES = kernel_cost.MEMORY_BUDGET_BYTES
 
+CHECKPOINT_FLOPS = 4e9
+"""The most work ntk_vp puts between two checkpoints: about a second of one core (a cancel lands within it)."""
 
-def tangent_kernel(net: nn.Module, x: Tensor, *, method: str = "auto", of: Of = "outputs") -> Tensor:
+
+def tangent_kernel(
+    net: nn.Module, x: Tensor, *, method: str = "auto", of: Of = "outputs", checkpoint: Checkpoint = no_checkpoint
+) -> Tensor:
     """K(w) on the points x ([n, ...]), [(n·O), (n·O)], detached, in the net's dtype."""
     if of not in ("outputs", "logits"):
         raise ValueError(f"of must be 'outputs' or 'logits', got {of!r}")
     resolved = resolve_method(net, method, x, of=of)
     compute = {"structured": _structured_kernel, "jacobian": _jacobian_kernel, "ntk_vp": _ntk_vp_kernel}[resolved]
-    return compute(net, x, of).detach()
+    return compute(net, x, of, checkpoint).detach()
 
 
 def resolve_method(net: nn.Module, method: str, x: Tensor | None = None, *, of: Of = "outputs") -> Method:
@@ -107,7 +120,7 @@ def _head(net: nn.Module, logits: Tensor, of: Of) -> Tensor:
 # --------------------------------------------------------------------------- structured
 
 
-def _structured_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
+def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint) -> Tensor:
     budget = MEMORY_BUDGET_BYTES
     outputs = lambda logits: _head(net, logits, of)  # noqa: E731
     captured = capture(net, x, outputs)
@@ -122,23 +135,26 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
         )
         for store, g in zip(cotangents, grads):
             store.append(g.detach())
+        checkpoint()
     K = torch.zeros(n * O, n * O, dtype=y.dtype, device=y.device)
     start = 0
     for layer, record in captured.layers.items():
         stop = start + len(record.outputs)
         if stop > start:
             G = [torch.stack(store, dim=1) for store in cotangents[start:stop]]
-            K += layer_kernel(layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget)
+            K += layer_kernel(layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget,
+                              checkpoint=checkpoint)
+            checkpoint()
         start = stop
     fallback = captured.fallback
     del captured, y, cotangents
     if fallback:
-        K += per_sample_kernel(net, x, outputs, fallback, budget=budget)
+        K += per_sample_kernel(net, x, outputs, fallback, budget=budget, checkpoint=checkpoint)
     return K
 # --------------------------------------------------------------------------- jacobian
 
 
-def _jacobian_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
+def _jacobian_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint) -> Tensor:
     params = {name: p.detach() for name, p in trainable_parameters(net).items()}
 
     def f_point(p, x_i):
@@ -146,19 +162,21 @@ def _jacobian_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
 
     with torch.no_grad():
         jacobians = vmap(jacrev(f_point), in_dims=(None, 0))(params, x)
+    checkpoint()
     first = next(iter(jacobians.values()))
     n, O = first.shape[:2]
     K = torch.zeros(n * O, n * O, dtype=first.dtype, device=first.device)
     for J in jacobians.values():
         Jf = J.reshape(n * O, -1)
         K += Jf @ Jf.T
+        checkpoint()
     return K
 
 
 # --------------------------------------------------------------------------- ntk_vp
 
 
-def _ntk_vp_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
+def _ntk_vp_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint) -> Tensor:
     params = {name: p.detach() for name, p in trainable_parameters(net).items()}
 
     def f(p):
@@ -174,19 +192,26 @@ def _ntk_vp_kernel(net: nn.Module, x: Tensor, of: Of) -> Tensor:
 
         block = _ntk_vp_block(net, params, n * O, x)
         identity = torch.eye(n * O, dtype=y.dtype, device=y.device)
-        columns = [vmap(kernel_times)(identity[s : s + block]) for s in range(0, n * O, block)]
+        columns = []
+        for s in range(0, n * O, block):
+            columns.append(vmap(kernel_times)(identity[s : s + block]))
+            checkpoint()
     return torch.cat(columns).T
 
 
 def _ntk_vp_block(net: nn.Module, params: dict[str, Tensor], rows: int, x: Tensor) -> int:
-    """Columns per vmapped NTK-vector product within the memory budget (kernel_cost.ntk_vp_block);
-    the activations are the input and hidden representations, or the bytes saved for backward."""
+    """Columns per vmapped NTK-vector product within the memory budget (kernel_cost.ntk_vp_block) and
+    within CHECKPOINT_FLOPS (a column costs about 5·n·F, F the forward FLOPs of one point); the
+    activations are the input and hidden representations, or the bytes saved for backward."""
     p = sum(t.numel() for t in params.values())
     itemsize = next(iter(params.values())).element_size()
-    if hasattr(net, "forward_with_hidden"):
-        with torch.no_grad():
-            activations = x.numel() + x.shape[0] * sum(h.numel() for h in net.forward_with_hidden(x[:1])[1])
-    else:
-        outputs = lambda logits: logits  # noqa: E731
-        activations = x.shape[0] * saved_bytes_per_point(net, x, outputs) // itemsize
-    return kernel_cost.ntk_vp_block(p, activations, rows, itemsize, MEMORY_BUDGET_BYTES)
+    with FlopCounterMode(display=False) as counter:
+        if hasattr(net, "forward_with_hidden"):
+            with torch.no_grad():
+                activations = x.numel() + x.shape[0] * sum(h.numel() for h in net.forward_with_hidden(x[:1])[1])
+        else:
+            outputs = lambda logits: logits  # noqa: E731
+            activations = x.shape[0] * saved_bytes_per_point(net, x, outputs) // itemsize
+    per_column = 5 * x.shape[0] * max(counter.get_total_flops(), 1)
+    memory_block = kernel_cost.ntk_vp_block(p, activations, rows, itemsize, MEMORY_BUDGET_BYTES)
+    return max(1, min(memory_block, int(CHECKPOINT_FLOPS // per_column)))

@@ -67,6 +67,7 @@ from torch import Tensor, nn
 from api_schemas.spec import ModelSpec
 from api_schemas.uploads import constant_names, node_description, trainable_initializers
 from workers.engine.activations import apply_head
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.onnx_ops.activations import ACTIVATIONS
 from workers.engine.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
@@ -89,7 +90,8 @@ class Step:
 class OnnxNetwork(nn.Module):
     """f(w; x) of an uploaded ONNX graph; `layers` hold the Linear/Conv weights, `weights` the other parameters."""
 
-    def __init__(self, model: ModelSpec, graph: onnx.GraphProto, opset: int, dtype: torch.dtype, device) -> None:
+    def __init__(self, model: ModelSpec, graph: onnx.GraphProto, opset: int, dtype: torch.dtype, device,
+                 checkpoint: Checkpoint = no_checkpoint) -> None:
         super().__init__()
         self.head = model.output_activation
         self.output_dim = model.output_dim
@@ -106,7 +108,7 @@ class OnnxNetwork(nn.Module):
         inputs = [value.name for value in graph.input if value.name not in {t.name for t in graph.initializer}]
         self.input_name, self.output_name = inputs[0], graph.output[0].name
         self.steps: list[Step] = []
-        _Converter(self, graph, dtype, device).convert()
+        _Converter(self, graph, dtype, device, checkpoint).convert()
         self.to(device=device)
 
     # ---- tensors by ONNX name
@@ -172,15 +174,17 @@ class OnnxNetwork(nn.Module):
 
 
 def build_onnx_network(
-    model: ModelSpec, onnx_bytes: bytes, *, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    model: ModelSpec, onnx_bytes: bytes, *, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> OnnxNetwork:
-    """The torch module of an uploaded ONNX model, its weights cast to `dtype` and trainable."""
+    """The torch module of an uploaded ONNX model, its weights cast to `dtype` and trainable; the conversion
+    calls checkpoint() before each node, folded at conversion or not."""
     proto = onnx.ModelProto()
     proto.ParseFromString(onnx_bytes)
     if any(t.data_location == TensorProto.EXTERNAL for t in proto.graph.initializer):
         raise OnnxConversionError("external-data references are not supported")
     opset = next((entry.version for entry in proto.opset_import if entry.domain in ("", "ai.onnx")), 0)
-    return OnnxNetwork(model, proto.graph, int(opset), dtype, device)
+    return OnnxNetwork(model, proto.graph, int(opset), dtype, device, checkpoint)
 
 
 def _key(name: str, taken: dict) -> str:
@@ -194,8 +198,9 @@ def _key(name: str, taken: dict) -> str:
 
 
 class _Converter:
-    def __init__(self, net: OnnxNetwork, graph: onnx.GraphProto, dtype: torch.dtype, device) -> None:
+    def __init__(self, net: OnnxNetwork, graph: onnx.GraphProto, dtype: torch.dtype, device, checkpoint: Checkpoint) -> None:
         self.net, self.graph, self.dtype, self.device = net, graph, dtype, device
+        self.checkpoint = checkpoint
         self.table = table()
         self.initializers = {t.name: t for t in graph.initializer}
         self.uses: dict[str, int] = {}  # node inputs and graph outputs that read each value
@@ -225,6 +230,7 @@ class _Converter:
         self._plan_deferred(nodes)
         held = set(self.deferred.values())
         for index, node in enumerate(nodes):
+            self.checkpoint()
             if index in self.skip or index in held:
                 continue
             layer = self._layer(node, nodes, index)

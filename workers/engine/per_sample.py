@@ -11,7 +11,8 @@ per number, budget B, and s the bytes a forward pass saves for backward per poin
 
 For each panel of k = ⌈n/q⌉: its diagonal block J_P J_Pᵀ, then the blocks against every
 later point, streamed in chunks of m (recomputed). Total per-sample gradients computed:
-n·(k+1)/2 points (n when the whole J_S fits in B/2), each one forward and O backward passes.
+n·(k+1)/2 points (n when the whole J_S fits in B/2), each one forward and O backward passes;
+`checkpoint()` is called after each chunk.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
 
 from api_schemas.kernel_cost_model import panel_and_chunk, passes  # noqa: F401  (the panel arithmetic, torch-free)
+from workers.engine.callbacks import Checkpoint, no_checkpoint
 
 
 def per_sample_kernel(
-    net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor], names: list[str], *, budget: int
+    net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor], names: list[str], *, budget: int,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> Tensor:
     """K_S [n·O, n·O] for the parameters `names` (as in net.named_parameters()); outputs maps logits to y."""
     params = dict(net.named_parameters())
@@ -55,6 +58,7 @@ def per_sample_kernel(
             e = min(stop, s + m)
             for block, part in zip(blocks, jacobian(subset, x[s:e]).values()):
                 block[(s - start) * O : (e - start) * O] = part.reshape((e - s) * O, -1)
+            checkpoint()
         return blocks
 
     for r0 in range(0, n, q):

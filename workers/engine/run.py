@@ -58,7 +58,8 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
     with meter.phase("data"):
         data = load_data(spec, dtype=dtype, device=device)
     with meter.phase("build"):
-        net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device)
+        net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device,
+                            checkpoint=meter.checkpoint)
     path = start_path(spec, net, data.x_probe, meter)
     path.train = (data.x_train, data.y_train)
     at_init = endpoint(spec, path, "init")
@@ -95,7 +96,8 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
     if spec.diagnostics.infinite_width is not None:
         with meter.phase("infinite_width"):
             limit, files = infinite_width_report(spec, net, path.x, at_init.kernels, at_end.kernels,
-                                                 finite=outcome.outcome != "diverged", method=path.method)
+                                                 finite=outcome.outcome != "diverged", method=path.method,
+                                                 checkpoint=meter.checkpoint)
         for name, value in limit.items():
             result.set(name, value)
         result.artifacts.update(files)
@@ -183,8 +185,8 @@ def measure_kernels(path: PathState, step: int) -> dict[str, Tensor]:
     """K(w_step) [n·O, n·O] of each head: one kernel pass, of the logits with a non-linear head, whose
     outputs' kernel then follows by the chain rule K_φ = D K_f Dᵀ (head_kernel.py)."""
     if path.heads == ("outputs",):
-        return {"outputs": tangent_kernel(path.net, path.x, method=path.method, of="outputs")}
-    K_logits = tangent_kernel(path.net, path.x, method=path.method, of="logits")
+        return {"outputs": tangent_kernel(path.net, path.x, method=path.method, of="outputs", checkpoint=path.meter.checkpoint)}
+    K_logits = tangent_kernel(path.net, path.x, method=path.method, of="logits", checkpoint=path.meter.checkpoint)
     return {"outputs": outputs_kernel(K_logits, path.logits_at(step), head_of(path.net)), "logits": K_logits}
 
 
@@ -236,7 +238,7 @@ def loss_hessian_at(spec: JobSpec) -> PathDiagnostic:
 
     def at(path: PathState, step: int) -> dict[str, float | None]:
         split = loss_hessian_split(path.net, *path.train, spec.training.loss, iterations=wanted.iterations,
-                                   tolerance=wanted.tolerance, kernel_method=method)
+                                   tolerance=wanted.tolerance, kernel_method=method, checkpoint=path.meter.checkpoint)
         return {"loss_hessian_norm": split.norm, "gauss_newton_norm": split.gauss_newton_norm,
                 "loss_hessian_rest_norm": split.rest_norm, "loss_kernel_lambda_min": split.kernel_lambda_min}
 

@@ -44,6 +44,11 @@ class PhaseClock:
         self._charge()
         return dict(self._spent)
 
+    @property
+    def current(self) -> str | None:
+        """The innermost open phase, None outside every phase."""
+        return self._open[-1] if self._open else None
+
     def elapsed(self) -> float:
         """Seconds since the clock was made."""
         return time.perf_counter() - self.started

@@ -28,6 +28,7 @@ INVALID_STATE = "urn:ntklab:problem:invalid-state"
 DATABASE_UNAVAILABLE = "urn:ntklab:problem:database-unavailable"
 NOT_READY = "urn:ntklab:problem:not-ready"
 SERVER_BUSY = "urn:ntklab:problem:server-busy"
+INSUFFICIENT_STORAGE = "urn:ntklab:problem:insufficient-storage"
 INTERNAL = "urn:ntklab:problem:internal"
 BLANK = "about:blank"
 

@@ -31,7 +31,7 @@ from api_schemas.problems import FieldError
 from api_schemas.uploads import INVALID_UPLOAD
 from config.settings import Settings
 from service.problems import ProblemError
-from service.uploads import Received, invalid, too_large
+from service.uploads import Received, invalid, too_large, upload_disk
 
 NPZ_MEMBERS = {"x.npy": "x", "y.npy": "y"}
 MAX_ARRAY_DIMENSIONS = 64  # numpy's own limit on an array's dimensions (NPY_MAXDIMS, numpy >= 2.0)
@@ -212,7 +212,7 @@ class _Tee:
 
 def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, target: Path, settings: Settings) -> CheckedArray:
     try:
-        with archive.open(info) as member, open(target, "wb") as out:
+        with upload_disk(), archive.open(info) as member, open(target, "wb") as out:
             tee = _Tee(member, out)
             header = read_header(tee, name)
             check_header(header, name, settings)

@@ -23,6 +23,7 @@ or slow uploads cannot fill the temporary disk or the threads that check uploads
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import threading
@@ -80,23 +81,46 @@ def invalid(field_name: str, message: str, *, value: str | int | None = None, ty
     )
 
 
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+@contextlib.contextmanager
+def upload_disk() -> Iterator[None]:
+    """Writes to the upload's temporary folder: a full disk (or quota) there is the server's fault, a 507 naming
+    the folder's setting, never a 500 or a 422 that blames the client."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in DISK_FULL:
+            raise
+        message = (f"the server's temporary disk for uploads is full ({error.strerror}); nothing was stored; "
+                   "send it again later (setting upload_dir names the folder)")
+        raise ProblemError(507, message, type=types.INSUFFICIENT_STORAGE, title="Insufficient storage",
+                           errors=[FieldError(field="upload_dir", message=message)], headers={"Connection": "close"}) from None
+
+
 class _Writer:
-    """One file being received: written and hashed chunk by chunk."""
+    """One file being received: written and hashed chunk by chunk (a full disk: upload_disk's 507)."""
 
     def __init__(self, path: Path, filename: str | None) -> None:
         self.file = ReceivedFile(path, filename=filename)
-        self._out: BinaryIO = open(path, "wb")
+        with upload_disk():
+            self._out: BinaryIO = open(path, "wb")
         self._hash = hashlib.sha256()
 
     def write(self, data: bytes) -> None:
-        self._out.write(data)
+        with upload_disk():
+            self._out.write(data)
         self._hash.update(data)
         self.file.size += len(data)
 
     def close(self) -> ReceivedFile:
         if not self._out.closed:
-            self._out.close()
-            self.file.sha256 = self._hash.hexdigest()
+            try:
+                with upload_disk():
+                    self._out.close()
+            finally:
+                self.file.sha256 = self._hash.hexdigest()
         return self.file
 
 

@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(PY) -m bench.bench_kernels $(BENCH_ARGS); \
 	$(PY) -m bench.bench_graph_kernels $(BENCH_ARGS); \
 	$(PY) -m bench.bench_zoo $(BENCH_ARGS); \
+	$(PY) -m bench.bench_onnx_conversion; \
 	$(PY) -m bench.bench_hessian_spectrum $(BENCH_ARGS); \
 	$(PY) -m bench.bench_hessian; \
 	$(PY) -m bench.bench_infinite_width $(BENCH_ARGS); \

@@ -103,9 +103,11 @@ class OnnxNetwork(nn.Module):
         self.weights = nn.ParameterDict()
         self.constants = nn.Module()
         self._names: dict[str, tuple[str, str]] = {}
+        self._keys: set[str] = set()  # the module keys taken, so naming is O(1) per tensor
         self.parameter_sources: dict[str, tuple[str, bool]] = {}
         self._values: dict[str, np.ndarray] = {}
-        inputs = [value.name for value in graph.input if value.name not in {t.name for t in graph.initializer}]
+        initializers = {t.name for t in graph.initializer}
+        inputs = [value.name for value in graph.input if value.name not in initializers]
         self.input_name, self.output_name = inputs[0], graph.output[0].name
         self.steps: list[Step] = []
         _Converter(self, graph, dtype, device, checkpoint).convert()
@@ -114,7 +116,7 @@ class OnnxNetwork(nn.Module):
     # ---- tensors by ONNX name
 
     def add_weight(self, name: str, value: np.ndarray, dtype: torch.dtype, device) -> None:
-        key = _key(name, self._names)
+        key = _key(name, self._keys)
         self.weights[key] = nn.Parameter(torch.tensor(value, dtype=dtype, device=device))
         self._names[name] = ("weights", key)
         self.parameter_sources[f"weights.{key}"] = (name, False)
@@ -122,7 +124,7 @@ class OnnxNetwork(nn.Module):
     def add_constant(self, name: str, value: np.ndarray, device) -> None:
         """A buffer holding `value` (float values in the network's dtype); a writable contiguous array (a folded node's
         result) is shared, not copied, so each constant is held once (the upload's estimate counts it once)."""
-        key = _key(name, self._names)
+        key = _key(name, self._keys)
         shared = value.flags.writeable and value.flags.c_contiguous
         tensor = torch.as_tensor(value if shared else np.array(value, copy=True), device=device)
         if tensor.is_floating_point():
@@ -187,13 +189,14 @@ def build_onnx_network(
     return OnnxNetwork(model, proto.graph, int(opset), dtype, device, checkpoint)
 
 
-def _key(name: str, taken: dict) -> str:
+def _key(name: str, taken: set[str]) -> str:
+    """A module key for ONNX tensor `name` (non-word characters as _, unique among `taken`), added to `taken`."""
     key = re.sub(r"\W", "_", name) or "t"
     key = key if not key[0].isdigit() else f"t_{key}"
-    used = {k for _, k in taken.values()}
     candidate, suffix = key, 1
-    while candidate in used:
+    while candidate in taken:
         candidate, suffix = f"{key}_{suffix}", suffix + 1
+    taken.add(candidate)
     return candidate
 
 

@@ -15,7 +15,6 @@ Float32, kernel of the logits, digits 8×8 inputs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import resource
@@ -26,7 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.bench_kernels import inputs, nngeometry_kernel, nngeometry_status, rss_bytes, measure_in_subprocess
+from bench.bench_kernels import (
+    cell_arguments,
+    inputs,
+    measure_in_subprocess,
+    nngeometry_kernel,
+    nngeometry_status,
+    rss_bytes,
+)
 from bench.tables import print_head, print_row
 from workers.engine import kernel_cost, ntk
 from workers.engine.layers import ScaledConv2d, ScaledLinear
@@ -239,12 +245,7 @@ def kernel_table(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="n = 64 only, 3 repeats")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per cell")
-    parser.add_argument("--cell", help=argparse.SUPPRESS)
-    args, _ = parser.parse_known_args()
+    args = cell_arguments(__doc__.splitlines()[0])
     if args.cell:
         job = json.loads(args.cell)
         print(json.dumps(run_cell(job["name"], job["n"], job["method"], job["repeats"], job["threads"])))

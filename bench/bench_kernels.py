@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import statistics
@@ -237,6 +236,17 @@ def lanczos_table(args) -> None:
         print(f"| {name} | {f.w.numel():,} | {converged:.4g} | {worst_needed} | {max(errors_20):.1e} | "
               f"{max(errors_40):.1e} | {statistics.median(seconds):.4f} |")
         sys.stdout.flush()
+
+
+def cell_arguments(description: str) -> argparse.Namespace:
+    """The command line of a bench that runs each cell in a subprocess (measure_in_subprocess): --quick (n = 64 only,
+    3 repeats), --threads, --timeout (seconds per cell) and the hidden --cell JSON a subprocess is given."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="n = 64 only, 3 repeats")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per cell")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)
+    return parser.parse_known_args()[0]
 
 
 def nngeometry_status() -> str:

@@ -26,7 +26,6 @@ model's FLOPs per method and `auto`'s pick are computed in the parent on the con
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -37,7 +36,13 @@ from pathlib import Path
 
 import torch
 
-from bench.bench_kernels import measure_in_subprocess, nngeometry_kernel, nngeometry_status, rss_bytes
+from bench.bench_kernels import (
+    cell_arguments,
+    measure_in_subprocess,
+    nngeometry_kernel,
+    nngeometry_status,
+    rss_bytes,
+)
 from bench.tables import print_head, print_row
 from tests.zoo.architectures import IMAGE, OUT, VOCAB, Member, _hf, images, tokens
 
@@ -202,12 +207,7 @@ def kernel_table(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="n = 64 only, 3 repeats")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per cell")
-    parser.add_argument("--cell", help=argparse.SUPPRESS)
-    args, _ = parser.parse_known_args()
+    args = cell_arguments(__doc__.splitlines()[0])
     if args.cell:
         print(json.dumps(run_cell(json.loads(args.cell))))
         return

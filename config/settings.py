@@ -156,6 +156,11 @@ class Settings(BaseSettings):
         default=60, ge=1, le=3600,
         description="after job_time_limit_s, how long a job has to stop before its worker process is killed",
     )
+    job_cancel_grace_s: float = Field(
+        default=2.0, ge=0.5, le=3600,
+        description="after its worker sees a cancel, how long a job has to stop before it is stored cancelled "
+        "and its worker process is killed",
+    )
     retry_after_s: int = 2
     worker_memory_budget_bytes: int = Field(
         default=0, ge=0,

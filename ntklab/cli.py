@@ -316,7 +316,7 @@ def artifact(
 @app.command()
 @_exits
 def cancel(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
-    """Cancel a job; a running one stops at its next step."""
+    """Cancel a job; a running one stops within seconds."""
     with _client(url, api_key) as client:
         _show_job(client.jobs.cancel(job_id), as_json)
 

@@ -153,7 +153,7 @@ def count_by_status(session: Session) -> dict[str, int]:
 
 
 def request_cancel(session: Session, scope: str | None, job_id: str) -> None:
-    """queued → cancelled at once; running → cancel_requested, which the worker reads every step."""
+    """queued → cancelled at once; running → cancel_requested, which the worker reads every heartbeat tick."""
     now = utcnow()
     mine = (*visible(scope), Job.id == job_id)
     cancelled = session.execute(

@@ -6,6 +6,11 @@ heartbeat_at, the latest progress if it changed, and the buffered metric points 
 `MetricChunk` rows once `metrics_flush_interval_s` has passed. The same UPDATE returns
 `cancel_requested`, so a cancel is seen within a tick even during a long phase. If the
 row is no longer ours (requeued by the reaper) `cancelled()` turns True and the job stops.
+
+The engine stops at its next checkpoint (a training step, a kernel chunk, a batch of
+Hessian-vector products: workers/engine/callbacks.py). A job still running `cancel_grace_s`
+after the thread saw its cancel (stuck in one long native call) is handed to `overdue()`,
+which stores it cancelled and replaces the process (workers/tasks.py).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+
+from collections.abc import Callable
 
 from store.job_store import ChunkRow, Claim, JobStore, LostJob
 from workers.engine.callbacks import Progress
@@ -68,9 +75,15 @@ class SeriesBuffer:
 class JobReporter:
     """The engine's Callbacks for one claimed job, plus the thread that writes them out."""
 
-    def __init__(self, store: JobStore, claim: Claim, *, heartbeat_interval_s: float, flush_interval_s: float):
+    def __init__(
+        self, store: JobStore, claim: Claim, *, heartbeat_interval_s: float, flush_interval_s: float,
+        cancel_grace_s: float | None = None, overdue: Callable[[], None] | None = None,
+    ):
         self.store, self.claim = store, claim
         self.tick_s = min(MAX_TICK_S, heartbeat_interval_s)
+        self.cancel_grace_s, self.overdue = cancel_grace_s, overdue
+        self.cancel_seen_at: float | None = None
+        self.gave_up = False
         self.flush_interval_s = flush_interval_s
         self.series = SeriesBuffer()
         self.lost = False
@@ -121,12 +134,26 @@ class JobReporter:
         except Exception as error:
             log.warning("job %s: report failed, retrying next tick: %s", self.claim.job_id, error)
             self.series.give_back(rows)
+            self._enforce_cancel()
             return
         self._written_progress = progress
         if flush_due:
             self._last_flush = time.monotonic()
         if cancel:
             self._cancel.set()
+            if self.cancel_seen_at is None:
+                self.cancel_seen_at = time.monotonic()
+        self._enforce_cancel()
+
+    def _enforce_cancel(self) -> None:
+        """Hand the job to `overdue`, once, when it has run cancel_grace_s past the cancel this thread saw."""
+        if self.cancel_seen_at is None or self.overdue is None or self.cancel_grace_s is None or self.gave_up:
+            return
+        if time.monotonic() - self.cancel_seen_at >= self.cancel_grace_s and not self._stop.is_set():
+            self.gave_up = True
+            log.error("job %s: still running %.1f s after its cancel; giving up on its process",
+                      self.claim.job_id, time.monotonic() - self.cancel_seen_at)
+            self.overdue()
 
 
 def _progress_columns(progress: Progress | None, written: Progress | None) -> dict | None:

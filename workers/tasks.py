@@ -20,6 +20,13 @@ killed `job_time_limit_grace_s` later by the hard limit; the worker's parent pro
 calls `JobTask.on_failure`, which fails the row this worker node was running (one job per
 node: worker_concurrency = 1), so the reaper does not take the dead attempt for a lost
 worker and run it again.
+
+Cancel: the engine stops at its next checkpoint (workers/engine/callbacks.py) once the heartbeat
+thread has seen `cancel_requested`. A job still running `job_cancel_grace_s` later is stuck where
+no checkpoint comes (one long native call): the heartbeat thread stores it `cancelled` with the
+points it has, then kills its own pool process with SIGKILL, and the worker's parent forks a fresh
+one, as after the hard time limit (`abandon_process`). The message, acked late, is redelivered and
+finds nothing queued.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import logging
 import os
 import re
 import resource
+import signal
 import socket
 import time
 from functools import partial
@@ -174,7 +182,8 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
 
     reporter = JobReporter(
         store, claim, heartbeat_interval_s=settings.heartbeat_interval_s,
-        flush_interval_s=settings.metrics_flush_interval_s,
+        flush_interval_s=settings.metrics_flush_interval_s, cancel_grace_s=settings.job_cancel_grace_s,
+        overdue=lambda: abandon_process(store, claim, reporter),
     )
     result = None
     with reporter:
@@ -199,6 +208,23 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         claim, status, summary=timed_summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
         progress=reporter.last_progress(), max_stored_bytes=settings.max_stored_bytes_per_key,
     )
+
+
+def abandon_process(store: JobStore, claim: Claim, reporter: JobReporter) -> None:
+    """The cancelled job did not stop in time: store it cancelled with its last progress and points, then
+    SIGKILL this pool process (the engine is stuck in it); the worker's parent replaces it. If the row
+    cannot be written, the reaper finds its heartbeat stale and, the cancel asked, ends it cancelled."""
+    try:
+        store.finish(claim, "cancelled", chunks=reporter.series.take(), progress=reporter.last_progress())
+        log.error("job %s cancelled; its pool process %d is killed, the worker starts a fresh one", claim.job_id, os.getpid())
+    except LostJob:
+        log.error("job %s: another worker owns the row; killing pool process %d", claim.job_id, os.getpid())
+    except Exception:
+        log.exception("job %s: storing the cancel failed; killing pool process %d, the reaper ends the row",
+                      claim.job_id, os.getpid())
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def with_storage_time(summary: dict, prepared_s: float, written_s: float) -> dict:

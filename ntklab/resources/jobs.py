@@ -172,7 +172,7 @@ class Jobs:
             params = {**params, "after": page["next"]}
 
     def cancel(self, job: JobRef) -> Job:
-        """Ask the worker to stop at its next step; the job ends `cancelled` shortly after."""
+        """Ask the worker to stop the job; it ends `cancelled` within seconds (docs/operations.md)."""
         return self._job(self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel").json())
 
     def delete(self, job: JobRef) -> None:

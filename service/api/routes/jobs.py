@@ -256,10 +256,10 @@ def artifact_headers(job_id: str, name: str, session: SessionDep, scope: ScopeDe
     summary="Cancel a job",
 )
 def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
-    """queued → cancelled at once; running → `cancel_requested`, and the worker stops at its next step.
+    """queued → cancelled at once; running → `cancel_requested`, and the job stops within seconds (docs/operations.md).
 
     `cancel_outcome` follows the request: `pending`, then `cancelled`, or `too_late` when the
-    job finished (after its last training step) before the worker saw the request; its results
+    job finished before the worker saw the request; its results
     then stand. Cancelling a cancelled job answers 202 again (a retried cancel is harmless); a
     job that already succeeded or failed is a 409.
     """

@@ -125,7 +125,7 @@ def retrieve_sweep(
 
 @router.post("/{sweep_id}/cancel", status_code=202, response_model=Sweep, responses=NOT_FOUND, summary="Cancel a sweep")
 def cancel_sweep(sweep_id: str, session: SessionDep, scope: ScopeDep, settings: SettingsDep) -> Response:
-    """Queued jobs end cancelled at once; running ones stop at their next step; finished ones stay."""
+    """Queued jobs end cancelled at once; running ones stop within seconds; finished ones stay."""
     sweep = _owned_sweep(session, scope, sweep_id)
     sweeps_repo.request_cancel(session, sweep)
     session.refresh(sweep)

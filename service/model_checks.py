@@ -1,8 +1,9 @@
 """How many large ONNX files this API process checks at once.
 
-Checking an upload parses its protobuf: for the length of the parse the process holds the file's bytes and the
-parsed model (about twice the file), then the parsed model alone (service/onnx_upload.py checks and infers
-shapes on a copy without the weights). Files of at least LARGE_MODEL_BYTES are checked `limit` at a time
+Checking an upload parses its protobuf from a memory map of the file: the process holds one private copy, the
+parsed model, while the file's pages are mapped from the page cache (resident, shared and reclaimable: counted in
+its resident size, about twice the file in all); service/onnx_upload.py checks and infers shapes on a copy
+without the weights. Files of at least LARGE_MODEL_BYTES are checked `limit` at a time
 (setting max_concurrent_model_checks); the others wait for a turn up to `wait_s`, then get a 503 with
 Retry-After. So the API's memory for uploads stays near limit × 2 × max_upload_bytes whatever the number of
 uploads in flight (docs/operations.md, measured). Smaller files are checked without waiting.

@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) -m bench.bench_hessian_spectrum $(BENCH_ARGS); \
 	$(PY) -m bench.bench_hessian; \
 	$(PY) -m bench.bench_infinite_width $(BENCH_ARGS); \
+	$(PY) -m bench.bench_time_estimate $(BENCH_ARGS); \
 	$(PY) -m bench.bench_service
 
 demo: $(STAMP)

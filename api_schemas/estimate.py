@@ -1,8 +1,8 @@
 """A job's peak memory and work, estimated from its spec alone (nothing built, nothing run).
 
-    estimate_job(spec) -> Estimate       memory_bytes, flops, and the terms they are made of
+    estimate_job(spec, rates) -> Estimate    memory_bytes, flops, seconds, and the terms they are made of
 
-The service refuses a spec over max_job_memory_bytes or max_job_flops (service/caps.py), shows
+The service refuses a spec over max_job_memory_bytes, max_job_flops or max_job_seconds (service/caps.py), shows
 the estimate on the job, and the worker checks it against its device before it starts. With
 the one-example profile of api_schemas/forward_profile.py (F₀ forward FLOPs, a saved and ℓ
 largest activation elements, d input elements, P weights, p trainable), n training points,
@@ -60,6 +60,8 @@ other models)
                  the model, 1 of the loss), R = probes + parameter groups (with block_norms) Lanczos runs of
                  S = lanczos_steps HVPs each over N points; 4·S·p per step reorthogonalises
     loss_hessian runs·(3·(I·(6·n·F + 8p) + 4·I²·p) + kernel_cost_model FLOPs at n + (4/3)(nO)³)
+    sensitivity  2·n_p·F·(1 + 2O) with diagnostics.layer_sensitivity: a forward and O backward passes, at w₀ and the end
+    kernel_trace n_p·(F·(1 + 2O) + 4·O·p): the run warnings' tr K_g(w₀) per weight tensor (workers/engine/kernel_trace.py)
 
 Every other work term reads F + F_fix as one example's forward cost: it counts the fixed nodes once
 per example, as though each had a pass of its own (an upper bound: the kernel methods, HVPs and the
@@ -67,6 +69,33 @@ path's checks batch their points' forward passes). The kernel methods' working s
 loss_hessian's kernel) count a_fix per point too (forward_profile.kernel_profile): their cotangents,
 one per point and output, run back through those nodes. The activations, spectrum and loss_hessian
 memory terms hold a_fix once per pass, or not at all (their vectors are weight-sized).
+
+time (seconds): seconds = Σ_terms FLOPs_term / R + ops_term · t_op, R = rates.flops_per_s and
+t_op = rates.seconds_per_op (settings estimate_flops_per_s, estimate_seconds_per_op, calibrated by
+bench/bench_time_estimate.py: R on a wide shallow mlp, t_op on a deep narrow one). ops counts the
+framework operations a term dispatches whatever their size, in forward passes of D operations
+(forward_profile.ops; a backward pass 2·D), W weight tensors, P_h = min(probe_points, n_p):
+    training     max_steps·(3·D + [minibatch]·D + c_opt·W + 20)    c_opt = 2 gd/sgd, 3 momentum, 10 adam
+    kernel       kernel runs × one kernel pass (no ×h: a non-linear head's outputs kernel follows by the chain
+                 rule): structured (1 + 2O)·D + 10·O per covered layer + ⌈(k+1)/2·n_p/m⌉ vmapped chunks of
+                 (1 + 2O)·D for the fallback (kernel_cost_model's panels), jacobian (1 + 2O)·D, ntk_vp
+                 D·(1 + 3·⌈n_p·O / block⌉)
+    hessian      runs·iterations·(⌈P_h·O / A⌉·30·D + 30·P_h·O)   per Lanczos step one vmapped HVP call per A =
+                 max(1, ⌊(B/2) / (8·p·(iterations + 2))⌋) runs advanced together (the bases half the budget holds;
+                 workers/engine/hessian.py), ≈ 30 forward passes' operations through torch.func (measured 33 on a
+                 64-layer mlp), and each run's own step; its FLOPs run memory-bound (per-point matrix-vector
+                 products, float64 reorthogonalisation): counted at R/8 (MEMORY_BOUND_SLOWDOWN)
+    path         runs·(D + 12·D·[linearization_error] + 4·W·[weight_change] + 20)   the jvp's forward mode
+                 dispatches about 12 forward passes' operations (measured 8–20 on deep nets and graphs)
+    sensitivity  2·((1 + 2O)·D + O·W)
+    kernel_trace n_p·((1 + 2O)·D + 2·O·W + O·⌈p / 320⌉): a Python loop over points, each output's gradient a
+                 fresh p-element tensor (about an operation per 320 elements: FRESH_ELEMENTS_PER_OP)
+    infinite_width  200·W (+ one kernel pass when diagnostics.kernel is off)
+    hessian_spectrum  calls·(12·D + 30), calls = |at|·H·(⌈probes / r⌉ + parameter groups)·S
+    loss_hessian runs·(3·I·(12·D + 30) + one kernel pass at n)     (their HVPs are batched over points)
+    constants    D + 10·W + 5000      building the network, and the job's fixed work
+Deep narrow networks are operations (a 2048-layer graph of width 4: 10⁻⁴ of a wide net's FLOP rate),
+wide ones FLOPs; each is within 5× of the measured wall time on the specs of docs/benchmarks.md.
 
 with runs = 1 + the scheduled steps after 0 (log: ≤ points, every: ⌊max_steps/every⌋) + the final
 step (the kernel's schedule, or its default when diagnostics.kernel is off; then the kernel itself
@@ -76,12 +105,20 @@ does less.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from api_schemas.architecture import plan_model_graph, plan_network
 from api_schemas.forward_profile import ForwardProfile, forward_profile
 from api_schemas.graph_plan import PlannedLayer
-from api_schemas.kernel_cost_model import MEMORY_BUDGET_BYTES, Cost, cheapest, method_costs
+from api_schemas.kernel_cost_model import (
+    MEMORY_BUDGET_BYTES,
+    Cost,
+    cheapest,
+    method_costs,
+    panel_and_chunk,
+    passes,
+)
 from api_schemas.limit_cost import limit_cost
 from api_schemas.spec import JobSpec, KernelDiagnostics, input_dim
 
@@ -93,6 +130,33 @@ FLOAT64_KERNEL_COPIES = 4
 LIMIT_DISTANCE_COPIES = 3
 RADEMACHER_COPIES = 2
 HVP_VECTORS = 6
+
+FLOPS_PER_S = 6.2e10
+SECONDS_PER_OP = 4.9e-6
+"""The default time rates (settings estimate_flops_per_s, estimate_seconds_per_op), calibrated by
+bench/bench_time_estimate.py on the reference machine (docs/benchmarks.md, "Time estimate")."""
+OPTIMIZER_OPS = {"gd": 2, "sgd": 2, "momentum": 3, "adam": 10}
+STEP_OPS = 20
+LANCZOS_STEP_OPS = 30
+HVP_PASSES = 30
+OPERATOR_PASSES = 12
+JVP_PASSES = 12
+MEMORY_BOUND_SLOWDOWN = {"hessian": 8}
+"""Terms whose FLOPs run memory-bound, at flops_per_s / this: the model Hessian's per-point HVPs (matrix-vector
+products) and its float64 reorthogonalisation."""
+LIMIT_LAYER_OPS = 200
+FRESH_ELEMENTS_PER_OP = 320
+"""A p-element gradient made per point costs about one operation per 320 of its elements (freshly mapped
+memory: 13.5 ns an element measured on a 16 384-wide mlp's kernel trace, 1 thread)."""
+JOB_OPS = 5000
+
+
+@dataclass(frozen=True)
+class TimeRates:
+    """seconds = FLOPs / flops_per_s + dispatched operations × seconds_per_op (module docstring)."""
+
+    flops_per_s: float = FLOPS_PER_S
+    seconds_per_op: float = SECONDS_PER_OP
 
 
 @dataclass(frozen=True)
@@ -110,6 +174,30 @@ class Estimate:
     flops: float
     memory: tuple[Term, ...]
     work: tuple[Term, ...]
+    ops: tuple[Term, ...] = ()
+    rates: TimeRates = TimeRates()
+
+    @property
+    def dispatches(self) -> float:
+        return float(sum(term.value for term in self.ops))
+
+    @property
+    def time(self) -> tuple[Term, ...]:
+        """Seconds per term: its FLOPs at flops_per_s plus its dispatched operations at seconds_per_op."""
+        flops = {term.name: term.value for term in self.work}
+        per_op = self.rates.seconds_per_op
+        rate = {term.name: self.rates.flops_per_s / MEMORY_BOUND_SLOWDOWN.get(term.name, 1) for term in self.ops}
+        return tuple(Term(term.name, flops.get(term.name, 0.0) / rate[term.name] + term.value * per_op,
+                          f"{flops.get(term.name, 0.0):.3g} FLOPs at {rate[term.name]:.3g} FLOP/s + {term.value:.3g} "
+                          f"operations at {per_op:.3g} s ({term.what})") for term in self.ops)
+
+    @property
+    def seconds(self) -> float:
+        return float(sum(term.value for term in self.time))
+
+    @property
+    def time_dominant(self) -> Term:
+        return max(self.time, key=lambda term: term.value)
 
     @property
     def memory_dominant(self) -> Term:
@@ -144,14 +232,15 @@ class _Sizes:
     runs: int
 
 
-def estimate_job(spec: JobSpec) -> Estimate:
+def estimate_job(spec: JobSpec, rates: TimeRates = TimeRates()) -> Estimate:
     """The estimate of the module docstring; raises ValueError (naming the field) if the model cannot be planned."""
     prof = forward_profile(spec)
     sizes = _sizes(spec, prof)
     kernel_method, kernel_cost = _kernel_cost(spec, prof, sizes, sizes.probe)
     memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_memory(spec, prof, sizes)
     work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_work(spec, prof, sizes)
-    return Estimate(_peak(spec, prof, sizes, memory), float(sum(term.value for term in work)), memory, work)
+    ops = _dispatch_terms(spec, prof, sizes, kernel_method)
+    return Estimate(_peak(spec, prof, sizes, memory), float(sum(term.value for term in work)), memory, work, ops, rates)
 
 
 def _sizes(spec: JobSpec, prof: ForwardProfile) -> _Sizes:
@@ -290,6 +379,12 @@ def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cos
         Term("path", path, f"linearization error and weight change at {s.runs} steps"),
         Term("constants", prof.folding_flops, "folding the ONNX model's constant subgraphs, once at conversion"
              if prof.folding_flops else "no folded constants"),
+        Term("sensitivity", 2 * s.probe * F * (1 + 2 * O) * spec.diagnostics.layer_sensitivity,
+             "layer sensitivity at w₀ and at the end: a forward and O backward passes on the probe points"
+             if spec.diagnostics.layer_sensitivity else "no layer sensitivity"),
+        Term("kernel_trace", s.probe * (F * (1 + 2 * O) + 4 * O * p),
+             f"the kernel's trace per weight tensor (run warnings): a forward and O backward passes per probe point, "
+             f"{s.probe} points, and the squares of each output's gradient"),
     )
 
 
@@ -348,3 +443,73 @@ def _weight_layers(planned: PlannedLayer) -> int:
     if planned.branch:
         return sum(_weight_layers(inner) for inner in planned.branch) + (planned.projection_stride is not None)
     return int(planned.parameters > 0)
+
+
+def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str) -> tuple[Term, ...]:
+    """Framework operations dispatched per work term, whatever their size (module docstring, "time")."""
+    D, W, O, diagnostics = prof.ops, prof.tensors, s.outputs, spec.diagnostics
+    training_spec = s.steps * (3 * D + OPTIMIZER_OPS[spec.training.optimizer] * W + STEP_OPS + D * (s.batch < s.n))
+    kernel_runs = s.runs if diagnostics.kernel is not None else 1
+    kernel = kernel_runs * _kernel_ops(prof, method, s.probe, O, s.itemsize)
+    hessian, wanted = 0.0, diagnostics.hessian
+    if wanted is not None:
+        at = set(wanted.at)
+        runs = len(at & {"init", "final"}) + (s.runs if "schedule" in at else 0)
+        lanczos_runs = min(wanted.probe_points, s.probe) * O
+        together = max(1, (MEMORY_BUDGET_BYTES // 2) // (8 * prof.trainable * (min(wanted.iterations, prof.trainable) + 2)))
+        hessian = runs * wanted.iterations * (math.ceil(lanczos_runs / together) * HVP_PASSES * D + LANCZOS_STEP_OPS * lanczos_runs)
+    path = s.runs * (D + JVP_PASSES * D * diagnostics.linearization_error + 4 * W * diagnostics.weight_change + STEP_OPS)
+    sensitivity = 2 * ((1 + 2 * O) * D + O * W) if diagnostics.layer_sensitivity else 0
+    kernel_trace = s.probe * ((1 + 2 * O) * D + 2 * O * W + O * math.ceil(prof.trainable / FRESH_ELEMENTS_PER_OP))
+    limit = LIMIT_LAYER_OPS * W if diagnostics.infinite_width is not None else 0
+    if diagnostics.infinite_width is not None and diagnostics.kernel is None:
+        limit += _kernel_ops(prof, method, s.probe, O, s.itemsize)
+    spectrum, split = 0.0, 0.0
+    if diagnostics.hessian_spectrum is not None:
+        spectrum = _spectrum_calls(spec, prof, s) * (OPERATOR_PASSES * D + LANCZOS_STEP_OPS)
+    if diagnostics.loss_hessian is not None:
+        it = diagnostics.loss_hessian.iterations
+        split = s.runs * (3 * it * (OPERATOR_PASSES * D + LANCZOS_STEP_OPS) + _kernel_ops(prof, _kernel_cost(spec, prof, s, s.n)[0], s.n, O, s.itemsize))
+    return (
+        Term("training", training_spec, f"{s.steps} steps × (3·D + optimiser) with D = {D} operations per forward pass"),
+        Term("kernel", kernel, f"{kernel_runs} kernel passes ({method}) of (1 + 2·O) forward passes or their chunks"),
+        Term("hessian", hessian, "Lanczos steps × (vmapped HVP calls of 30 passes, as many bases at once as half the "
+             "budget holds, + the runs' own steps)" if wanted else "no Hessian"),
+        Term("path", path, f"a forward, the linearization error's jvp and the weight change at {s.runs} steps"),
+        Term("sensitivity", sensitivity, "layer sensitivity at w₀ and at the end: 1 + 2·O passes" if sensitivity else "no layer sensitivity"),
+        Term("kernel_trace", kernel_trace, f"tr K_g(w₀) per weight tensor: 1 + 2·O passes per probe point, {s.probe} points"),
+        Term("infinite_width", limit, "the layer maps, a few hundred operations per layer" if limit else "no infinite-width kernels"),
+        Term("hessian_spectrum", spectrum, "vmapped HVP calls (probes batched) of 12 passes" if spectrum else "no Hessian spectrum"),
+        Term("loss_hessian", split, "3 Lanczos norms of HVP calls and the training set's kernel per run" if split else "no loss-Hessian split"),
+        Term("constants", D + 10 * W + JOB_OPS, "building the network and the job's fixed work"),
+    )
+
+
+def _kernel_ops(prof: ForwardProfile, method: str, n: int, O: int, itemsize: int) -> float:
+    """Dispatched operations of one kernel pass on n points: structured: a forward and O backward passes,
+    a few per covered layer and output, and the fallback's vmapped chunks; jacobian: one vmapped call;
+    ntk_vp: a vjp and a vmapped (vjp, jvp) call per block of columns."""
+    D, passes_1 = prof.ops, 1 + 2 * O
+    if method == "jacobian":
+        return passes_1 * D
+    if method == "ntk_vp":
+        profile = prof.kernel_profile(itemsize)
+        block = max(1, min(n * O, MEMORY_BUDGET_BYTES // ((3 * profile.p + 8 * n * profile.activations) * itemsize)))
+        return D * (1 + 3 * math.ceil(n * O / block))
+    ops = passes_1 * D + 10 * O * len(prof.layers)
+    if prof.fallback:
+        profile = prof.kernel_profile(itemsize)
+        q, m = panel_and_chunk(n, O, prof.fallback, itemsize, profile.saved_bytes, MEMORY_BUDGET_BYTES)
+        ops += math.ceil(passes(n, q) * n / m) * passes_1 * D
+    return ops
+
+
+def _spectrum_calls(spec: JobSpec, prof: ForwardProfile, s: _Sizes) -> int:
+    """Vmapped HVP calls of the Hessian spectrum: per Hessian and point of the run, ⌈probes / r⌉·S for the
+    quadrature (r probes together) and S per parameter group's norm."""
+    wanted, b, p = spec.diagnostics.hessian_spectrum, s.itemsize, prof.trainable
+    per_probe = 8 * p * (wanted.lanczos_steps + 4) + 3 * _spectrum_points(spec, s) * b * prof.saved
+    together = min(wanted.probes, max(1, MEMORY_BUDGET_BYTES // per_probe))
+    hessians = 1 if wanted.of == "loss" else min(wanted.points, s.probe) * s.outputs
+    groups = _parameter_groups(spec) if wanted.block_norms else 0
+    return len(wanted.at) * hessians * (math.ceil(wanted.probes / together) + groups) * wanted.lanczos_steps

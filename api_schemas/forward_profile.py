@@ -27,6 +27,16 @@ its largest representation, unknown, is taken as a/2. What its upload counted be
 job's dtype; the FLOPs of folding them) and the nodes run once per forward pass whatever the batch
 (fixed elements and FLOPs, computed from weights only); 0 for every other model, and for ONNX models
 uploaded before they were counted.
+    ops         D = the framework operations one forward pass dispatches, whatever their size (the
+                per-layer and per-node overhead of api_schemas/estimate.py's seconds): 5 per weight
+                layer (matmul or convolution, the parameterisation's scale, its bias) + 2 with a bias,
+                2 per activation or other parameter-free layer, 2 per residual sum, 20 per attention
+                layer; an ONNX model 2 per node (stored.nodes, counted at upload; unknown: the
+                ONNX_NODES_UNKNOWN bound). Counted with a TorchDispatchMode on built networks: an
+                mlp layer 7, a graph dense + activation pair 7, a convolution 8; a backward pass
+                dispatches about twice a forward's (tests/engine/test_time_estimate.py).
+    tensors     the trainable parameter tensors (a weight, and its bias): the optimiser's per-tensor steps
+
 The layers with a structured kernel rule become kernel_cost_model.LayerShape rows; a graph's
 layer-norm affine weights, and every weight of an ONNX model (an upper bound), are costed as
 fallback parameters.
@@ -44,6 +54,9 @@ from api_schemas.kernel_cost_model import LayerShape, Profile
 from api_schemas.spec import JobSpec, input_dim
 
 OUTPUT_SAVED = frozenset({"relu", "tanh", "sigmoid", "identity"})
+WEIGHT_LAYER_OPS, BIAS_OPS, OTHER_LAYER_OPS, RESIDUAL_OPS, ATTENTION_OPS, ONNX_NODE_OPS = 5, 2, 2, 2, 20, 2
+ONNX_NODES_UNKNOWN = 10_000
+"""An ONNX model uploaded before its nodes were counted is costed at the default node cap (max_model_nodes)."""
 
 
 @dataclass
@@ -65,6 +78,8 @@ class ForwardProfile:
     folding_flops: float = 0.0
     fixed_flops: float = 0.0
     fixed_saved: int = 0
+    ops: int = 0
+    tensors: int = 0
 
     @property
     def fixed(self) -> float:
@@ -93,6 +108,11 @@ class ForwardProfile:
             self.trainable += parameters
             self.layers.append(shape)
         self.flops += 2 * shape.T * shape.fan_in * shape.out if shape.kind != "embedding" else 0
+        self.add_ops(WEIGHT_LAYER_OPS + BIAS_OPS * shape.bias, tensors=(1 + shape.bias) * trainable)
+
+    def add_ops(self, ops: int, tensors: int = 0) -> None:
+        self.ops += ops
+        self.tensors += tensors
 
     def add_activations(self, elements: int, copies: int = 1) -> None:
         self.saved += copies * elements
@@ -133,6 +153,7 @@ def _network(prof: ForwardProfile, spec: JobSpec, plan: NetworkPlan) -> None:
         prof.add_weights(LayerShape(kind, T, layer.fan_in, layer.out_size, True, bias), layer.parameters(bias))
         copies = (1 if layer.activation in OUTPUT_SAVED else 2) + layer.residual + bool(layer.kernel_size)
         prof.add_activations(T * layer.out_size, copies)
+        prof.add_ops(RESIDUAL_OPS * layer.residual)
     _readout(prof, spec, plan.readout.in_size)
 
 
@@ -164,10 +185,13 @@ def _graph_layer(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool
         prof.trainable += planned.parameters
         prof.fallback += planned.parameters
         prof.add_activations(math.prod(out), 2)
+        prof.add_ops(OTHER_LAYER_OPS, tensors=2 * (planned.parameters > 0))
         return
     elif isinstance(layer, Residual):
         _residual(prof, planned, default_bias)
         return
+    else:
+        prof.add_ops(OTHER_LAYER_OPS)
     prof.add_activations(math.prod(out))
 
 
@@ -192,6 +216,7 @@ def _attention(prof: ForwardProfile, planned: PlannedLayer, bias: bool) -> None:
     for fan_in, out in ((d, m), (d, m), (d, m), (m, d)):
         prof.add_weights(LayerShape("shared", tokens, fan_in, out, True, bias), fan_in * out + out * bias)
     prof.flops += 4 * tokens * tokens * m
+    prof.add_ops(ATTENTION_OPS - 4 * (WEIGHT_LAYER_OPS + BIAS_OPS * bias))
     prof.add_activations(3 * tokens * m + 2 * heads * tokens * tokens + tokens * m + tokens * d)
 
 
@@ -207,6 +232,7 @@ def _residual(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool) -
         kind = "dense" if len(shape) == 1 else "shared"
         prof.add_weights(LayerShape(kind, T, fan_in, width, True, False), projection)
     prof.add_activations(math.prod(planned.out_shape))
+    prof.add_ops(RESIDUAL_OPS)
 
 
 def _onnx(prof: ForwardProfile, spec: JobSpec) -> None:
@@ -222,3 +248,5 @@ def _onnx(prof: ForwardProfile, spec: JobSpec) -> None:
     prof.constant_bytes, prof.constant_elements = stored.constant_bytes or 0, stored.constant_elements or 0
     prof.folding_flops = stored.folding_flops or 0
     prof.fixed_flops, prof.fixed_saved = stored.fixed_flops or 0, stored.fixed_elements or 0
+    prof.ops = ONNX_NODE_OPS * (stored.nodes if stored.nodes is not None else ONNX_NODES_UNKNOWN)
+    prof.tensors = stored.nodes if stored.nodes is not None else ONNX_NODES_UNKNOWN  # each weight read by a node

@@ -57,14 +57,19 @@ class JobEstimate(Resource):
     memory_bytes is the estimated peak and memory the terms it is made of (data, weights,
     constants, activations, kernel, cotangents, lanczos, infinite_width, spectrum, loss_hessian);
     flops the estimated work and work its terms (training, kernel, hessian, path, constants,
-    infinite_width, hessian_spectrum, loss_hessian). Steps are counted to training.max_steps;
-    constants (an ONNX model's folded constant subgraphs) are 0 for every other model.
+    infinite_width, hessian_spectrum, loss_hessian, sensitivity, kernel_trace). Steps are counted to
+    training.max_steps; constants (an ONNX model's folded constant subgraphs) are 0 for every other model.
+    seconds is the estimated time and time its terms: each term's FLOPs at estimate_flops_per_s plus the
+    framework operations it dispatches at estimate_seconds_per_op (the per-layer and per-node overhead),
+    at the default calibration (settings; docs/benchmarks.md, "Time estimate").
     """
 
     memory_bytes: int
     flops: float
     memory: dict[str, int] = Field(description="bytes per term")
     work: dict[str, float] = Field(description="FLOPs per term")
+    seconds: float | None = Field(default=None, description="estimated seconds, at the default calibration")
+    time: dict[str, float] = Field(default_factory=dict, description="seconds per term")
 
 
 class Job(Resource):

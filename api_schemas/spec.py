@@ -58,6 +58,10 @@ class StoredModel(Strict):
     input_vocabulary: int | None = Field(
         default=None, ge=1, description="an integer input's ids must lie in [0, input_vocabulary): the least row count "
         "of the embedding tables that read the input, found at upload; null when none reads it directly")
+    nodes: int | None = Field(
+        default=None, ge=0, description="the graph's nodes, each a framework operation or a few on every forward pass "
+        "(the estimate's per-node time); null when not counted (the upload does not count them yet): the estimate "
+        "then takes 10 000, the default max_model_nodes")
 
 
 class ModelSpec(Strict):

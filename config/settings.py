@@ -143,6 +143,22 @@ class Settings(BaseSettings):
         default=1e16, gt=0,
         description="a job's estimated work, training and diagnostics in FLOPs (api_schemas/estimate.py); 422 over it",
     )
+    max_job_seconds: float = Field(
+        default=24 * 3600, gt=0,
+        description="a job's estimated seconds, FLOPs / estimate_flops_per_s + dispatched operations × "
+        "estimate_seconds_per_op (api_schemas/estimate.py); 422 naming the largest term over it. The default is "
+        "job_time_limit_s's: a job estimated past it would be stopped there",
+    )
+    estimate_flops_per_s: float = Field(
+        default=6.2e10, gt=0,
+        description="the FLOP rate of the time estimate; calibrate it on the worker's device with "
+        "bench/bench_time_estimate.py (docs/benchmarks.md, \"Time estimate\"; default: one CPU core of the reference machine)",
+    )
+    estimate_seconds_per_op: float = Field(
+        default=4.9e-6, gt=0,
+        description="the seconds of one dispatched framework operation, whatever its size, in the time estimate "
+        "(the per-layer and per-node overhead of deep graphs); calibrated with estimate_flops_per_s",
+    )
 
     # ---- worker behaviour
     heartbeat_interval_s: float = 2.0

@@ -8,8 +8,9 @@ Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     data.n_train     training points (data.x for inline data) ≤ max_train_points
     data             inline values n·d + n·O ≤ max_inline_values
     training.max_steps             ≤ max_steps
-    estimate         peak memory ≤ max_job_memory_bytes, work ≤ max_job_flops (api_schemas/estimate.py,
-                     from the spec alone); the error names the largest term, its size and formula, on
+    estimate         peak memory ≤ max_job_memory_bytes, work ≤ max_job_flops, time ≤ max_job_seconds
+                     (api_schemas/estimate.py, from the spec alone, at the rates estimate_flops_per_s and
+                     estimate_seconds_per_op); the error names the largest term, its size and formula, on
                      the field that drives it (MEMORY_FIELDS, WORK_FIELDS: e.g. the infinite-width
                      layer maps on diagnostics.infinite_width, the Hessian spectrum's probes on
                      diagnostics.hessian_spectrum.probes, the loss-Hessian split on diagnostics.loss_hessian)
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from api_schemas import problems as types
 from api_schemas.architecture import count_parameters
-from api_schemas.estimate import Estimate, estimate_job, format_bytes
+from api_schemas.estimate import Estimate, TimeRates, estimate_job, format_bytes
 from api_schemas.graph import walk
 from api_schemas.problems import FieldError
 from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
@@ -111,15 +112,16 @@ WORK_FIELDS = {
     "training": "training.max_steps", "kernel": "diagnostics.kernel", "hessian": "diagnostics.hessian",
     "path": "diagnostics.kernel", "infinite_width": "diagnostics.infinite_width",
     "hessian_spectrum": "diagnostics.hessian_spectrum.probes", "loss_hessian": "diagnostics.loss_hessian.iterations",
-    "constants": "model.id",
+    "constants": "model.id", "sensitivity": "diagnostics.layer_sensitivity", "kernel_trace": "data.probe.n",
 }
 """The field that drives each term of the estimate (data.x for inline data)."""
 
 
 def _estimate_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
-    """Estimated peak memory over max_job_memory_bytes, work over max_job_flops: each names its largest term."""
+    """Estimated peak memory over max_job_memory_bytes, work over max_job_flops, seconds over max_job_seconds:
+    each names its largest term."""
     try:
-        estimate = estimate_job(spec)
+        estimate = estimate_job(spec, time_rates(settings))
     except ValueError:
         return []  # the model cannot be planned: _parameter_violations names the field
     violations = []
@@ -137,7 +139,19 @@ def _estimate_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
             f"{settings.max_job_flops:.3g} FLOPs (setting max_job_flops)",
             f"{term.name}, {term.value:.3g} FLOPs: {term.what}", estimate.flops, settings.max_job_flops,
         ))
+    if estimate.seconds > settings.max_job_seconds:
+        term = estimate.time_dominant
+        violations.append(_estimate_violation(
+            spec, WORK_FIELDS[term.name], f"estimated time {estimate.seconds:.4g} s",
+            f"{settings.max_job_seconds:.4g} s (setting max_job_seconds)",
+            f"{term.name}, {term.value:.3g} s: {term.what}", estimate.seconds, settings.max_job_seconds,
+        ))
     return violations
+
+
+def time_rates(settings: Settings) -> TimeRates:
+    """The time estimate's calibration (settings estimate_flops_per_s, estimate_seconds_per_op)."""
+    return TimeRates(flops_per_s=settings.estimate_flops_per_s, seconds_per_op=settings.estimate_seconds_per_op)
 
 
 def _estimate_violation(spec: JobSpec, field: str, what: str, cap: str, largest: str, value: float, limit: float) -> FieldError:

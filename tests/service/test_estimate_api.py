@@ -89,6 +89,40 @@ def test_work_over_its_cap_names_the_training_steps(client_with):
     assert client.post("/v1/jobs", json={"training": {"max_steps": 20_000}}).status_code == 202
 
 
+def deep_graph(residuals: int, inner: int) -> list[dict]:
+    body = [layer for _ in range(inner) for layer in ({"type": "dense", "width": 4}, {"type": "activation", "name": "tanh"})]
+    return [{"type": "residual", "layers": body} for _ in range(residuals)]
+
+
+def test_time_over_its_cap_names_the_steps_of_a_deep_graph(client_with):
+    # 63 residuals × 32 (dense 4, tanh) pairs: D = 63·(32·(7 + 2) + 2) + 7 = 18 277 operations per forward pass, a
+    # step 3·D + 2·4034 weight tensors + 20 = 62 919 of them, 20 000 steps ≈ 1.26·10⁹ operations ≈ 6 200 s at the
+    # default 4.9 µs; its FLOPs are negligible
+    client = client_with(max_job_seconds=3600)
+    spec = {"data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+            "model": {"kind": "graph", "layers": deep_graph(63, 32)},
+            "training": {"max_steps": 20_000}, "diagnostics": {"hessian": None}}
+    answer = client.post("/v1/jobs", json=spec)
+    assert answer.status_code == 422, answer.text
+    problem = answer.json()
+    assert problem["type"] == RESOURCE_CAP
+    (error,) = problem["errors"]
+    assert error["field"] == "training.max_steps" and "the largest term is training," in error["message"]
+    assert "max_job_seconds" in error["message"] and error["message"].startswith("estimated time")
+    training = 20_000 * (3 * 18_277 + 2 * 4034 + 20) * 4.9e-6
+    assert error["limit"] == 3600 and training < error["value"] < 1.05 * training, "the training term, and a little more"
+    short = client.post("/v1/jobs", json={**spec, "training": {"max_steps": 200}})
+    assert short.status_code == 202, short.text
+    assert 10 < short.json()["estimate"]["seconds"] < 3600
+
+
+def test_the_time_rates_are_settings(client_with):
+    spec = {"training": {"max_steps": 1000}}
+    slow = client_with(max_job_seconds=1, estimate_flops_per_s=1e6).post("/v1/jobs", json=spec)
+    assert slow.status_code == 422 and slow.json()["errors"][0]["message"].startswith("estimated time"), slow.text
+    assert client_with(max_job_seconds=1000).post("/v1/jobs", json=spec).status_code == 202
+
+
 def test_an_accepted_job_carries_its_estimate(client):
     n, d, O = 256, 20, 3
     spec = {"data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": d, "classes": O},
@@ -101,7 +135,9 @@ def test_an_accepted_job_carries_its_estimate(client):
     assert estimate["memory"]["activations"] == 4 * (n * (64 + O) + 2 * n * 64)
     assert estimate["memory_bytes"] >= max(estimate["memory"].values())
     assert set(estimate["work"]) == {"training", "kernel", "hessian", "path", "constants", "infinite_width",
-                                     "hessian_spectrum", "loss_hessian"}
+                                     "hessian_spectrum", "loss_hessian", "sensitivity", "kernel_trace"}
+    assert set(estimate["time"]) == set(estimate["work"])
+    assert estimate["seconds"] == pytest.approx(sum(estimate["time"].values())) and estimate["seconds"] > 0
     assert estimate["memory"]["constants"] == estimate["work"]["constants"] == 0, "an ONNX model's folded constants only"
     assert estimate["memory"]["infinite_width"] == estimate["memory"]["spectrum"] == estimate["memory"]["loss_hessian"] == 0
     assert estimate["work"]["infinite_width"] == estimate["work"]["hessian_spectrum"] == estimate["work"]["loss_hessian"] == 0

@@ -329,6 +329,7 @@ def job_estimate(spec: dict) -> JobEstimate | None:
         memory_bytes=estimate.memory_bytes, flops=estimate.flops,
         memory={term.name: int(term.value) for term in estimate.memory},
         work={term.name: term.value for term in estimate.work},
+        seconds=estimate.seconds, time={term.name: term.value for term in estimate.time},
     )
 
 

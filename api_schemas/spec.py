@@ -60,7 +60,7 @@ class StoredModel(Strict):
         "of the embedding tables that read the input, found at upload; null when none reads it directly")
     nodes: int | None = Field(
         default=None, ge=0, description="the graph's nodes, each a framework operation or a few on every forward pass "
-        "(the estimate's per-node time); null when not counted (the upload does not count them yet): the estimate "
+        "(the estimate's per-node time), counted at upload; null for models uploaded before they were: the estimate "
         "then takes 10 000, the default max_model_nodes")
 
 

@@ -149,13 +149,11 @@ def with_upload(doc: dict, body: bytes) -> dict:
         path = Path(folder) / "model.onnx"
         path.write_bytes(body)
         checked = check_onnx(path, Settings())
-    import onnx
-
-    model = onnx.load_from_string(body)
     stored = {"parameters": checked.parameters, "input_shape": [doc["data"]["input_dim"]], "output_dim": doc["model"]["output_dim"],
-              "input_integer": False, "nodes": len(model.graph.node),
+              "input_integer": False,
               **{name: getattr(checked, name) for name in ("activation_elements", "forward_flops", "constant_bytes",
-                                                           "constant_elements", "folding_flops", "fixed_elements", "fixed_flops")}}
+                                                           "constant_elements", "folding_flops", "fixed_elements", "fixed_flops",
+                                                           "nodes")}}
     return doc | {"model": doc["model"] | {"stored": stored}}
 
 

@@ -117,6 +117,7 @@ class CheckedModel:
     fixed_elements: int = 0
     fixed_flops: int = 0
     input_vocabulary: int | None = None
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     fixed = fixed_cost(model, light, inferred, inputs[0]["name"], settings)
     return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(model, inputs[0]["name"]),
                         fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops,
-                        input_vocabulary(model, inputs[0]))
+                        input_vocabulary(model, inputs[0]), len(model.graph.node))
 
 
 def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:

@@ -353,7 +353,7 @@ def _resolve_model(model, document: dict, session: Session, owner: str, point_sh
         "activation_elements": row.activation_elements, "forward_flops": row.forward_flops,
         "constant_bytes": row.constant_bytes, "constant_elements": row.constant_elements,
         "folding_flops": row.folding_flops, "fixed_elements": row.fixed_elements, "fixed_flops": row.fixed_flops,
-        "input_vocabulary": row.input_vocabulary,
+        "input_vocabulary": row.input_vocabulary, "nodes": row.nodes,
     }
 
 

@@ -173,6 +173,7 @@ def test_an_onnx_model_is_estimated_from_what_its_upload_counted(client, db):
     })
     assert created.status_code == 202, created.text
     assert created.json()["spec"]["model"]["stored"]["activation_elements"] == 18
+    assert row.nodes == created.json()["spec"]["model"]["stored"]["nodes"] == 3, "Gemm, Tanh, Gemm"
     estimate = created.json()["estimate"]
     assert estimate["memory"]["activations"] == 4 * (n * 18 + 2 * n * 9)
     # training: 5000 steps × 3 · 8 points · F, F = 88 counted FLOPs + 18 saved activations

@@ -224,7 +224,7 @@ def test_a_job_on_an_onnx_model_gets_its_parameters_and_width(client):
     assert spec["model"]["stored"] == {"parameters": 50, "input_shape": [3], "output_dim": 2, "input_integer": False,
                                        "activation_elements": 8 + 8 + 2, "forward_flops": 8 * 2 * 3 + 8 + 2 * 2 * 8,
                                        "constant_bytes": 0, "constant_elements": 0, "folding_flops": 0,
-                                       "fixed_elements": 0, "fixed_flops": 0, "input_vocabulary": None}
+                                       "fixed_elements": 0, "fixed_flops": 0, "input_vocabulary": None, "nodes": 3}
     assert spec["model"]["parameterization"] == "standard" and spec["model"]["output_dim"] == 2
     assert answer.json()["parameters"] == 50
 

@@ -150,7 +150,7 @@ def _check_and_store(
                     forward_flops=checked.forward_flops, constant_bytes=checked.constant_bytes,
                     constant_elements=checked.constant_elements, folding_flops=checked.folding_flops,
                     fixed_elements=checked.fixed_elements, fixed_flops=checked.fixed_flops,
-                    input_vocabulary=checked.input_vocabulary,
+                    input_vocabulary=checked.input_vocabulary, nodes=checked.nodes,
                 )
                 session.add(row)
                 session.commit()

@@ -90,9 +90,10 @@ def test_the_per_sample_fallback_reaches_a_checkpoint_per_chunk():
     assert stops_midway(lambda checkpoint: per_sample_kernel(net, x, lambda f: f, names, budget=1, checkpoint=checkpoint)) == 21
 
 
-def test_the_limit_kernel_reaches_a_checkpoint_per_layer():
+def test_the_limit_kernel_reaches_a_checkpoint_per_map():
     x = torch.randn(5, 3, dtype=torch.float64)
-    assert stops_midway(lambda checkpoint: limit_kernels(ModelSpec(hidden=[8, 8, 8], output_dim=1), x, checkpoint=checkpoint)) == 4
+    model = ModelSpec(hidden=[8, 8, 8], output_dim=1)
+    assert stops_midway(lambda checkpoint: limit_kernels(model, x, checkpoint=checkpoint)) == 3 * 2 + 1  # weights, σ; readout
 
 
 def test_the_loss_hessian_split_reaches_a_checkpoint_per_product():

@@ -29,7 +29,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack]
 CANCEL_LIMIT_S = 5.0
 SETTLE_S = 1.0
 FOLDED, FOLDS = 2048, 60  # the ONNX graph folds 60 products of 2048 × 2048 constants when it is converted
-STACK_SETTINGS = {"NTKLAB_MAX_FOLDING_FLOPS": "1e13", "NTKLAB_MAX_FOLDED_CONSTANT_BYTES": str(8 * 2**30)}
+STACK_SETTINGS = {
+    "NTKLAB_HEARTBEAT_INTERVAL_S": "2.0", "NTKLAB_HEARTBEAT_STALE_S": "30",  # the defaults: a cancel is seen within 0.5 s
+    "NTKLAB_MAX_FOLDING_FLOPS": "1e13", "NTKLAB_MAX_FOLDED_CONSTANT_BYTES": str(8 * 2**30),
+}
 QUIET = {"layer_sensitivity": False, "save_kernels": [], "save_weights": False}
 LATENCIES: dict[str, float] = {}
 
@@ -64,9 +67,9 @@ PHASES = {
         "diagnostics": {"kernel": None, "hessian": None,
                         "hessian_spectrum": {"of": "loss", "at": ["init"], "probes": 200, "lanczos_steps": 200}, **QUIET},
     },
-    # Θ∞ of a 40-layer CNN on 10 × 10 images: 24² point pairs × 100² position pairs per layer
+    # Θ∞ of a 12-layer CNN on 10 × 10 images: 24² point pairs × 100² position pairs, about 1 s a map, 25 maps
     "infinite_width": {
-        "model": {"kind": "cnn", "hidden": [8] * 40, "input_shape": [1, 10, 10], "readout": "flatten"},
+        "model": {"kind": "cnn", "hidden": [8] * 12, "input_shape": [1, 10, 10], "readout": "flatten"},
         "data": mixture(24, 100, 2, 24),
         "training": {"max_steps": 2, "lr": 0.01},
         "diagnostics": {"kernel": None, "hessian": None, "infinite_width": {}, "linearization_error": False,

@@ -58,7 +58,7 @@ def limit_kernels(
     model: ModelSpec, x: Tensor, *, tolerance: float = 1e-10, checkpoint: Checkpoint = no_checkpoint
 ) -> LimitKernels:
     """Θ∞ and Σ∞ of the spec's network on the points x [n, …] (one point's shape is the data's);
-    checkpoint() is called after each layer's map."""
+    checkpoint() is called after each map (a weight layer, an activation, a residual block, a pooling)."""
     why = refusal(model)
     if why is not None:
         raise ValueError(why)
@@ -122,7 +122,10 @@ def _builtin_maps(model: ModelSpec, plan, rho, act) -> list[LayerMap]:
             else partial(limit_maps.dense, rho=rho(layer.fan_in), bias=model.bias)
         )
         stage = [weight, act(layer.activation)]
-        maps.append(partial(_residual, branch=stage, projection=None, scale=1.0 / blocks) if layer.residual else _chain(stage))
+        if layer.residual:
+            maps.append(partial(_residual, branch=stage, projection=None, scale=1.0 / blocks))
+        else:
+            maps += stage  # two maps, a checkpoint after each
     if plan.image_shape is not None:
         maps.append(_global_pool if plan.pool == "global_avg" else limit_maps.flatten)
     return maps

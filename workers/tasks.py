@@ -41,6 +41,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+import billiard
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.signals import celeryd_after_setup, worker_process_init
@@ -75,6 +76,9 @@ def _prepare_child(settings: Settings, **_) -> None:
 
     import workers.engine.run  # noqa: F401
 
+    if billiard.current_process().name != "MainProcess":  # a prefork child, not a solo pool's worker itself
+        POOL_PROCESS["pid"] = os.getpid()
+
     if settings.worker_threads > 0:
         torch.set_num_threads(settings.worker_threads)
 
@@ -98,6 +102,9 @@ def limit_memory(extra_bytes: int) -> int:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     return limit
 
+
+POOL_PROCESS: dict[str, int] = {}
+"""This process's pid when it is a prefork pool process (set at its start): the one a stuck cancel may kill."""
 
 NODE: dict[str, str] = {}
 """This worker's node name (`-n`, e.g. w0@host), as the parent process knows it."""
@@ -213,7 +220,9 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
 def abandon_process(store: JobStore, claim: Claim, reporter: JobReporter) -> None:
     """The cancelled job did not stop in time: store it cancelled with its last progress and points, then
     SIGKILL this pool process (the engine is stuck in it); the worker's parent replaces it. If the row
-    cannot be written, the reaper finds its heartbeat stale and, the cancel asked, ends it cancelled."""
+    cannot be written, the reaper finds its heartbeat stale and, the cancel asked, ends it cancelled.
+    A process that is not a prefork pool process (a solo pool, a test calling `execute`) is not killed:
+    the engine runs on until it returns, and its result is dropped (the row is no longer running)."""
     try:
         store.finish(claim, "cancelled", chunks=reporter.series.take(), progress=reporter.last_progress())
         log.error("job %s cancelled; its pool process %d is killed, the worker starts a fresh one", claim.job_id, os.getpid())
@@ -222,6 +231,9 @@ def abandon_process(store: JobStore, claim: Claim, reporter: JobReporter) -> Non
     except Exception:
         log.exception("job %s: storing the cancel failed; killing pool process %d, the reaper ends the row",
                       claim.job_id, os.getpid())
+    if POOL_PROCESS.get("pid") != os.getpid():
+        log.error("job %s: process %d is not a pool process; not killed", claim.job_id, os.getpid())
+        return
     for handler in logging.getLogger().handlers:
         handler.flush()
     os.kill(os.getpid(), signal.SIGKILL)

@@ -8,12 +8,14 @@ import time
 import uuid
 
 import pytest
+from sqlalchemy import select
 
 from store import jobs_repo
 from store.db import make_engine, make_session_factory
 from store.job_store import JobStore
 from store.models import Job
 from workers.heartbeat import JobReporter
+from workers.tasks import abandon_process
 
 GRACE_S, TICK_S = 0.6, 0.05
 
@@ -66,3 +68,15 @@ def test_a_job_that_stops_within_the_grace_is_not(store):
         time.sleep(GRACE_S / 3)  # the engine reaches a checkpoint
     time.sleep(GRACE_S)
     assert overdue == []
+
+
+def test_overdue_outside_a_pool_process_stores_the_cancel_and_kills_nothing(store):
+    claim, overdue = running_job(store), []
+    with reporter(store, claim, overdue) as job:
+        cancel(store, claim.job_id)
+        seen(job)
+        job.metric("loss", 0, 1.0)
+        abandon_process(store, claim, job)  # in pytest's own process: a solo pool's or a test's, not a prefork child
+    with store.sessions() as session:
+        row = session.execute(select(Job).where(Job.id == claim.job_id)).scalar_one()
+        assert (row.status, row.progress_phase) == ("cancelled", "cancelled")

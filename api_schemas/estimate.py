@@ -88,14 +88,15 @@ framework operations a term dispatches whatever their size, in forward passes of
     path         runs·(D + 12·D·[linearization_error] + 4·W·[weight_change] + 20)   the jvp's forward mode
                  dispatches about 12 forward passes' operations (measured 8–20 on deep nets and graphs)
     sensitivity  2·((1 + 2O)·D + O·W)
-    kernel_trace n_p·((1 + 2O)·D + 2·O·W + O·⌈p / 320⌉): a Python loop over points, each output's gradient a
-                 fresh p-element tensor (about an operation per 320 elements: FRESH_ELEMENTS_PER_OP)
+    kernel_trace n_p·((1 + 2O)·D + 2·O·W + O·(⌈p_big / 360⌉ + ⌈(p − p_big) / 1000⌉)): a Python loop over points,
+                 each output's weight gradients made per point (p_big elements in tensors over 32 MiB, mapped
+                 afresh; FRESH_ELEMENTS_PER_OP, HEAP_ELEMENTS_PER_OP)
     infinite_width  200·W (+ one kernel pass when diagnostics.kernel is off)
     hessian_spectrum  calls·(12·D + 30), calls = |at|·H·(⌈probes / r⌉ + parameter groups)·S
     loss_hessian runs·(3·I·(12·D + 30) + one kernel pass at n)     (their HVPs are batched over points)
     constants    D + 10·W + 5000      building the network, and the job's fixed work
-Deep narrow networks are operations (a 2048-layer graph of width 4: 10⁻⁴ of a wide net's FLOP rate),
-wide ones FLOPs; each is within 5× of the measured wall time on the specs of docs/benchmarks.md.
+Deep narrow networks are operations (a 2048-layer graph of width 4 ran at under 10⁻⁴ of a wide net's FLOP
+rate), wide ones FLOPs; each is within 5× of the measured wall time on the specs of docs/benchmarks.md.
 
 with runs = 1 + the scheduled steps after 0 (log: ≤ points, every: ⌊max_steps/every⌋) + the final
 step (the kernel's schedule, or its default when diagnostics.kernel is off; then the kernel itself
@@ -145,9 +146,11 @@ MEMORY_BOUND_SLOWDOWN = {"hessian": 8}
 """Terms whose FLOPs run memory-bound, at flops_per_s / this: the model Hessian's per-point HVPs (matrix-vector
 products) and its float64 reorthogonalisation."""
 LIMIT_LAYER_OPS = 200
-FRESH_ELEMENTS_PER_OP = 320
-"""A p-element gradient made per point costs about one operation per 320 of its elements (freshly mapped
-memory: 13.5 ns an element measured on a 16 384-wide mlp's kernel trace, 1 thread)."""
+FRESH_ELEMENTS_PER_OP, HEAP_ELEMENTS_PER_OP = 360, 1000
+MMAP_THRESHOLD_BYTES = 32 * 2**20
+"""A weight gradient made per point costs about an operation per 1000 of its elements (written, squared and
+summed: 4.8 ns an element measured on an 8192-wide mlp's kernel trace, 1 thread), per 360 for a tensor over
+glibc's largest mmap threshold (32 MiB), mapped afresh each time page by page (13.5 ns on a 16 384-wide one)."""
 JOB_OPS = 5000
 
 
@@ -460,7 +463,9 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
         hessian = runs * wanted.iterations * (math.ceil(lanczos_runs / together) * HVP_PASSES * D + LANCZOS_STEP_OPS * lanczos_runs)
     path = s.runs * (D + JVP_PASSES * D * diagnostics.linearization_error + 4 * W * diagnostics.weight_change + STEP_OPS)
     sensitivity = 2 * ((1 + 2 * O) * D + O * W) if diagnostics.layer_sensitivity else 0
-    kernel_trace = s.probe * ((1 + 2 * O) * D + 2 * O * W + O * math.ceil(prof.trainable / FRESH_ELEMENTS_PER_OP))
+    fresh = sum(layer.fan_in * layer.out for layer in prof.layers if layer.fan_in * layer.out * s.itemsize > MMAP_THRESHOLD_BYTES)
+    per_point_gradient = math.ceil(fresh / FRESH_ELEMENTS_PER_OP) + math.ceil((prof.trainable - fresh) / HEAP_ELEMENTS_PER_OP)
+    kernel_trace = s.probe * ((1 + 2 * O) * D + 2 * O * W + O * per_point_gradient)
     limit = LIMIT_LAYER_OPS * W if diagnostics.infinite_width is not None else 0
     if diagnostics.infinite_width is not None and diagnostics.kernel is None:
         limit += _kernel_ops(prof, method, s.probe, O, s.itemsize)

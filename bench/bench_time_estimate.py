@@ -57,6 +57,10 @@ ODD_SPECS = {
         "data": MIXTURE | {"n_train": 16}, "model": {"kind": "graph", "layers": deep_graph(32, 32)},
         "training": {"max_steps": 5, "lr": 0.01}, "diagnostics": QUIET | {"kernel": None},
     },
+    "deep graph 512 layers": {
+        "data": MIXTURE | {"n_train": 16}, "model": {"kind": "graph", "layers": deep_graph(8, 32)},
+        "training": {"max_steps": 20, "lr": 0.01}, "diagnostics": QUIET,
+    },
     "deep mlp 64 × 4, defaults": {
         "data": MIXTURE, "model": {"hidden": [4] * 64}, "training": {"max_steps": 50, "lr": 0.01},
         "diagnostics": {"save_kernels": [], "save_weights": False},

@@ -87,8 +87,8 @@ def test_the_default_rates_are_the_settings_defaults():
     assert (settings.estimate_flops_per_s, settings.estimate_seconds_per_op) == (FLOPS_PER_S, SECONDS_PER_OP)
 
 
-MEASURED = ("deep mlp 64 × 4, defaults", "wide mlp 8192, 512 points", "long training (20 000 steps, tiny)",
-            "big probe set (512, along the path)", "hessian_spectrum with block norms")
+MEASURED = ("deep graph 512 layers", "wide mlp 8192, 512 points", "long training (20 000 steps, tiny)",
+            "hessian_spectrum with block norms", "infinite width, 3 layers")
 
 
 @pytest.mark.slow

@@ -109,8 +109,8 @@ class Settings(BaseSettings):
     )
     max_concurrent_model_checks: int = Field(
         default=2, ge=1,
-        description="ONNX files of 16 MiB or more checked at once in one API process (parsing one holds about twice "
-        "its size); the others wait up to body_deadline_s, then 503 naming `concurrent_model_checks`",
+        description="ONNX files of 16 MiB or more checked at once in one API process (parsing one holds its parsed copy "
+        "and maps the file: about twice its size resident); the others wait up to body_deadline_s, then 503 naming `concurrent_model_checks`",
     )
 
     # ---- request bodies must keep arriving (service/body_timing.py): 408 naming the limit, connection closed.

@@ -23,6 +23,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ntklab.localstack import LocalStack, StackError
+from tests.faults.jobs import job, submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
@@ -106,19 +107,8 @@ def embedded_stack(sqlite_stack: dict[str, str], tmp_path_factory: pytest.TempPa
     live.stop()
 
 
-def submit(stack: LocalStack, spec: dict) -> str:
-    answer = stack.client.post("/v1/jobs", json=spec)
-    assert answer.status_code == 202, answer.text
-    return answer.json()["id"]
-
-
-def job(stack: LocalStack, job_id: str) -> dict:
-    answer = stack.client.get(f"/v1/jobs/{job_id}")
-    assert answer.status_code == 200, answer.text
-    return answer.json()
-
-
 def wait_for(stack: LocalStack, job_id: str, done, timeout_s: float) -> dict:
+    """tests.faults.jobs.wait_for, failing at once when the job ends before `done` holds."""
     deadline = time.monotonic() + timeout_s
     current = job(stack, job_id)
     while not done(current):

@@ -23,7 +23,7 @@ PROBE, OUTPUTS = 1024, 256
 KERNEL_BYTES = (PROBE * OUTPUTS) ** 2 * 4
 STACK_SETTINGS = {"NTKLAB_JOB_TIME_LIMIT_S": str(TIME_LIMIT_S), "NTKLAB_MAX_KERNEL_ENTRIES": str((PROBE * OUTPUTS) ** 2),
                   # let the 256 GiB kernel past the estimate's caps and the worker's check, to the allocator
-                  "NTKLAB_MAX_JOB_MEMORY_BYTES": str(2**50), "NTKLAB_MAX_JOB_FLOPS": "1e30",
+                  "NTKLAB_MAX_JOB_MEMORY_BYTES": str(2**50), "NTKLAB_MAX_JOB_FLOPS": "1e30", "NTKLAB_MAX_JOB_SECONDS": "1e30",
                   "NTKLAB_WORKER_MEMORY_BUDGET_BYTES": str(2**50)}
 HEADROOM_BYTES = 2 * 2**30
 

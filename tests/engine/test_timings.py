@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
@@ -68,10 +69,18 @@ def test_nested_phases_are_charged_to_the_innermost_one_only():
 
 @pytest.fixture(scope="module")
 def timed_run():
+    """One run with the cyclic garbage collector paused. In a clean-clone CI run 55 ms of a 0.32 s run fell outside
+    every phase (timings summed to 0.262 s; alone, 1–3 ms do); a collection in the whole suite's large heap is the
+    likely cause (not proven), noise of the test process that the 5 % claim below is not about."""
     callbacks = Timeline()
-    started = time.perf_counter()
-    result = run(spec(), callbacks)
-    return result, callbacks, time.perf_counter() - started
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        result = run(spec(), callbacks)
+        return result, callbacks, time.perf_counter() - started
+    finally:
+        gc.enable()
 
 
 def test_timings_name_every_phase_and_sum_to_the_wall_time(timed_run):

@@ -1,7 +1,9 @@
 """The paper's experiments as sweeps, at three scales.
 
 smoke: seconds, for tests.  cpu: minutes on a 2-core CPU (widths up to ~10⁴–10⁵).
-paper: the widths of Liu, Zhu & Belkin (2020), for a GPU worker.
+paper: the widths of Liu, Zhu & Belkin (2020) (to m = 10⁶): each point a minute or a few on one CPU
+core (docs/reproduction.md, "At paper scale"), so no scale is refused for want of a GPU; every point is
+held to the deployment's caps (max_job_seconds at its calibrated rates) at submission, as any job is.
 
 Every preset is a documented SweepSpec: a base job, a grid, and the fits that carry the
 claim. docs/reproduction.md sets each claim beside the number ntklab measured.

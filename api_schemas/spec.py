@@ -9,7 +9,7 @@ Cross-field rules raise errors whose message names the dotted field path.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -18,6 +18,7 @@ from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Ta
 from api_schemas.graph import MAX_NESTING, Embedding, GraphLayer, too_deep
 from api_schemas.graph_plan import plan_graph
 from api_schemas.infinite_width import refusal
+from api_schemas.tagged_union import tagged_union
 
 OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
 Parameterization = Literal["ntk", "standard", "meanfield"]
@@ -325,9 +326,12 @@ class DatasetData(DataCommon):
         return self
 
 
-DataSpec = Annotated[
-    Union[GaussianMixtureData, Sine1DData, BuiltinData, InlineData, DatasetData], Field(discriminator="kind")
-]
+DataSpec = tagged_union(
+    {"gaussian_mixture": GaussianMixtureData, "sine1d": Sine1DData, "builtin": BuiltinData, "inline": InlineData,
+     "dataset": DatasetData},
+    "kind", default="gaussian_mixture",
+)
+"""The data section; a section that leaves `kind` out is a gaussian_mixture, the default data."""
 
 
 def target_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData | DatasetData) -> int:

@@ -51,7 +51,7 @@ def uploads(y: np.ndarray) -> Uploads:
 
 
 def test_labels_reach_the_engine_as_int64_and_set_the_class_count():
-    x, labels = arrays()
+    _, labels = arrays()
     job = spec(labels.astype(np.int32))
     assert job.model.output_dim == C, "the output width defaults to y_max + 1 classes"
     with provided(uploads(labels.astype(np.int32))):
@@ -84,7 +84,7 @@ def test_the_loss_curve_is_torch_cross_entropy_on_the_labels():
     np.testing.assert_allclose(curve, expected, rtol=1e-12, atol=0)
 
 
-def test_the_gradient_is_torch_cross_entropy_s():
+def test_the_gradient_is_that_of_torch_cross_entropy():
     x, labels = arrays()
     job = spec(labels)
     with provided(uploads(labels)):

@@ -10,6 +10,10 @@ A value a union refuses is reported once per union member. Where one member says
 wrong with it ("Input should be 'relu', 'tanh', …") and another only that its type does not
 fit ("Input should be a valid list"), the type mismatch is noise and is left out; a field
 whose every message is a type mismatch keeps them all.
+
+A union chosen by a field (api_schemas/tagged_union.py) that gets no valid choice is reported on
+that field, `data.kind` or `model.layers.0.type`, with the choices: "Input should be 'a', 'b'
+or 'c'", or "Field required: one of …" where the document leaves it out.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from api_schemas.problems import FieldError
+from api_schemas.tagged_union import TAG_ERROR
 
 REQUEST_PARTS = ("body", "query", "path", "header", "cookie")
 LIMIT_KEYS = ("le", "lt", "ge", "gt", "max_length", "min_length", "multiple_of")
@@ -36,18 +41,40 @@ def field_errors(errors: Sequence[dict[str, Any]], body: Any) -> list[FieldError
     for field, error in located:
         if field in explained and _type_mismatch(error):
             continue
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if (field, message) in seen:
-            continue
-        seen[(field, message)] = FieldError(
+        found = _tag_error(field, error) if error["type"] == TAG_ERROR else FieldError(
             field=field,
-            message=message,
+            message=str(error["msg"]).removeprefix("Value error, "),
             limit=_limit(error.get("ctx") or {}),
             value=None if error["type"] == "missing" else echoable(error.get("input")),
         )
+        if (found.field, found.message) in seen:
+            continue
+        seen[(found.field, found.message)] = found
         if len(seen) == MAX_REPORTED_ERRORS:
             break
     return list(seen.values())
+
+
+def named(field: str | None, message: str) -> str:
+    """ "field: message", or the message alone where it already begins with the field (`data.probe.n = 10 exceeds …`
+    on field `data`): a line names its field once."""
+    if not field or (message.startswith(field) and not _continues_name(message[len(field):len(field) + 1])):
+        return message
+    return f"{field}: {message}"
+
+
+def _continues_name(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _tag_error(field: str, error: dict[str, Any]) -> FieldError:
+    """A tagged union's refusal, on its tag field (`data.kind`): the choices, and the value sent if any."""
+    key, choices, document = error["ctx"]["discriminator"], error["ctx"]["choices"], error.get("input")
+    if not isinstance(document, dict):
+        return FieldError(field=field, message=f"Input should be an object with {key} {choices}")
+    if key not in document:
+        return FieldError(field=f"{field}.{key}", message=f"Field required: one of {choices}")
+    return FieldError(field=f"{field}.{key}", message=f"Input should be {choices}", value=echoable(document[key]))
 
 
 def dotted_field(loc: Sequence[int | str], body: Any, error_type: str) -> str:

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Strict
+from api_schemas.tagged_union import tagged_union
 
 MAX_VOCAB = 1_000_000
 MAX_HEADS = 4096
@@ -169,13 +170,12 @@ class Residual(Strict):
     scale: float = Field(default=1.0, gt=0, le=1e3, description="multiplier of the branch (1/blocks keeps deep stacks O(1))")
 
 
-GraphLayer = Annotated[
-    (
-        Dense | Conv2d | AvgPool | MaxPool | GlobalAvgPool | Flatten | ActivationLayer | LayerNorm
-        | Embedding | PatchEmbed | SelfAttention | Residual
-    ),
-    Field(discriminator="type"),
-]
+GraphLayer = tagged_union(
+    {"dense": Dense, "conv2d": Conv2d, "avg_pool": AvgPool, "max_pool": MaxPool, "global_avg_pool": GlobalAvgPool,
+     "flatten": Flatten, "activation": ActivationLayer, "layer_norm": LayerNorm, "embedding": Embedding,
+     "patch_embed": PatchEmbed, "self_attention": SelfAttention, "residual": Residual},
+    "type",
+)
 
 Residual.model_rebuild()
 

@@ -9,7 +9,7 @@ Cross-field rules raise errors whose message names the dotted field path.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -18,6 +18,7 @@ from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Ta
 from api_schemas.graph import MAX_NESTING, Embedding, GraphLayer, too_deep
 from api_schemas.graph_plan import plan_graph
 from api_schemas.infinite_width import refusal
+from api_schemas.tagged_union import tagged_union
 
 OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
 Parameterization = Literal["ntk", "standard", "meanfield"]
@@ -301,6 +302,13 @@ class StoredDataset(Strict):
     y_width: int = Field(ge=1, description="target width O (y [points] counts as width 1)")
     x_min: int | None = Field(default=None, description="an integer x's smallest value (token ids), read at upload")
     x_max: int | None = Field(default=None, description="an integer x's largest value (token ids), read at upload")
+    y_integer: bool = Field(default=False, description="y holds integers: in one column, class labels c_i ∈ [0, C)")
+    y_min: int | None = Field(default=None, description="an integer y's smallest value (class labels), read at upload")
+    y_max: int | None = Field(default=None, description="an integer y's largest value (class labels), read at upload")
+
+    def class_labels(self) -> bool:
+        """Whether y is integer class labels: integers in one column, y [points] (or [points, 1])."""
+        return self.y_integer and self.y_width == 1
 
 
 class DatasetData(DataCommon):
@@ -325,9 +333,12 @@ class DatasetData(DataCommon):
         return self
 
 
-DataSpec = Annotated[
-    Union[GaussianMixtureData, Sine1DData, BuiltinData, InlineData, DatasetData], Field(discriminator="kind")
-]
+DataSpec = tagged_union(
+    {"gaussian_mixture": GaussianMixtureData, "sine1d": Sine1DData, "builtin": BuiltinData, "inline": InlineData,
+     "dataset": DatasetData},
+    "kind", default="gaussian_mixture",
+)
+"""The data section; a section that leaves `kind` out is a gaussian_mixture, the default data."""
 
 
 def target_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData | DatasetData) -> int:
@@ -354,6 +365,21 @@ def input_dim(data: GaussianMixtureData | Sine1DData | BuiltinData | InlineData 
     return data.input_dim
 
 
+def class_labels(data) -> bool:
+    """Whether the data's targets are integer class labels [n] (an uploaded integer y in one column), for which
+    the model's output width is the number of classes C rather than the targets' width."""
+    return isinstance(data, DatasetData) and data.stored is not None and data.stored.class_labels()
+
+
+def label_classes(data: DatasetData) -> int:
+    """The default class count C = y_max + 1 of an uploaded data set of class labels."""
+    stored = _stored(data)
+    if stored.y_max is None:
+        raise ValueError(f"model.output_dim is required: data set {data.id} holds integer class labels whose range "
+                         "was not recorded at upload; set it to the number of classes")
+    return max(stored.y_max + 1, 1)
+
+
 def _stored(data: DatasetData) -> StoredDataset:
     if data.stored is None:
         raise ValueError(f"data set {data.id} has not been looked up yet (the service fills in data.stored)")
@@ -366,7 +392,9 @@ def _stored(data: DatasetData) -> StoredDataset:
 class TrainingSpec(Strict):
     """Optimisation of the loss over the training set.
 
-    mse: L = (1/2n) Σ_i ‖φ(f(x_i)) − y_i‖²;  cross_entropy: L = −(1/n) Σ_i Σ_a y_ia log softmax(f(x_i))_a.
+    mse: L = (1/2n) Σ_i ‖φ(f(x_i)) − y_i‖²;  cross_entropy: L = −(1/n) Σ_i Σ_a y_ia log softmax(f(x_i))_a
+    for targets y [n, C] (one-hot or probabilities), L = −(1/n) Σ_i log softmax(f(x_i))_{c_i} for integer
+    class labels c [n] of an uploaded data set (mse refuses those).
     lr = "auto": 1/λ_max of the Gauss–Newton loss Hessian estimated from the kernel at init.
     """
 
@@ -494,12 +522,13 @@ class JobSpec(Strict):
             return model
         if model.kind == "onnx" and model.stored is None:
             return model
-        wanted = target_dim(data)
+        labels = class_labels(data)
+        wanted = None if labels else target_dim(data)
         if model.output_dim is None:
-            model = model.model_copy(update={"output_dim": wanted})
-            if model.output_activation == "softmax" and wanted < 2:
+            model = model.model_copy(update={"output_dim": label_classes(data) if labels else wanted})
+            if model.output_activation == "softmax" and model.output_dim < 2:
                 raise ValueError("model.output_dim must be at least 2 with a softmax head; the data's targets have width 1")
-        if model.output_dim != wanted:
+        if wanted is not None and model.output_dim != wanted:
             raise ValueError(f"model.output_dim = {model.output_dim} but the data's targets have width {wanted}")
         if model.kind == "cnn" or (model.kind == "resnet" and model.block == "conv"):
             shape = model.input_shape or _default_image_shape(data)
@@ -514,12 +543,24 @@ class JobSpec(Strict):
     @field_validator("training")
     @classmethod
     def _loss_fits_head(cls, training: TrainingSpec, info: ValidationInfo) -> TrainingSpec:
-        model = info.data.get("model")
-        if model is not None and training.loss == "cross_entropy":
-            if model.output_activation not in ("identity", "softmax"):
-                raise ValueError("training.loss = 'cross_entropy' needs model.output_activation 'identity' or 'softmax'")
-            if (model.output_dim or 0) < 2:
-                raise ValueError("training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets)")
+        """Cross-entropy reads ≥ 2 logits; mse regresses on float targets, never on class labels.
+
+        The output width is known once the model and data are: an onnx model or a data set not yet
+        looked up leaves model.output_dim None, and the service checks again with `stored` filled in."""
+        model, data = info.data.get("model"), info.data.get("data")
+        if model is None:
+            return training
+        if training.loss == "cross_entropy" and model.output_activation not in ("identity", "softmax"):
+            raise ValueError("training.loss = 'cross_entropy' needs model.output_activation 'identity' or 'softmax'")
+        if model.output_dim is None:
+            return training
+        if training.loss == "cross_entropy" and model.output_dim < 2:
+            raise ValueError("training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets [n, C] "
+                             "or an uploaded data set's integer class labels [n])")
+        if training.loss == "mse" and class_labels(data):
+            raise ValueError(f"training.loss = 'mse' regresses on float targets, but data set {data.id} holds integer "
+                             "class labels y [n]: use training.loss = 'cross_entropy', or upload y as floats (one-hot "
+                             "[n, C], or values [n] to regress on)")
         return training
 
     @field_validator("diagnostics")

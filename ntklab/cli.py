@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from api_schemas import problems as problem_types
-from api_schemas.field_errors import field_errors
+from api_schemas.field_errors import field_errors, named
 from api_schemas.spec import JobSpec
 from ntklab import client as ntklab_client
 from ntklab import errors
@@ -104,7 +104,7 @@ def _field_lines(problems: Iterable[dict[str, Any]]) -> list[str]:
     by_field: dict[str, list[str]] = {}
     for error in problems:
         by_field.setdefault(str(error.get("field") or "(spec)"), []).append(str(error.get("message", "")))
-    return [f"  {field}: {'; '.join(dict.fromkeys(messages))}" for field, messages in by_field.items()]
+    return [f"  {named(field, '; '.join(dict.fromkeys(messages)))}" for field, messages in by_field.items()]
 
 
 def _problem(error: errors.APIStatusError) -> tuple[str, dict[str, Any]]:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from api_schemas.field_errors import named
+
 if TYPE_CHECKING:
     from ntklab.resources.jobs import Job
 
@@ -152,11 +154,14 @@ def _problem(response: httpx.Response) -> dict[str, Any]:
 
 
 def _describe(status: int, title: str, detail: str | None, errors: list[dict[str, Any]]) -> str:
+    """ "422 Request failed validation: detail", then each field error the detail does not already say."""
     text = f"{status} {title}"
     if detail:
         text += f": {detail}"
     for error in errors:
-        text += f"\n  {error.get('field', '?')}: {error.get('message', '')}"
+        line = named(error.get("field") or "?", str(error.get("message", "")))
+        if line not in (detail or ""):
+            text += f"\n  {line}"
     return text
 
 

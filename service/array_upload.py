@@ -4,7 +4,8 @@ Accepted (anything else is a 4xx naming the array and the reason; nothing is sto
 
     x   [points, ...] (2-D or more), float16/32/64 or (u)int8…int64 — integers are token ids
         for embedding inputs and are kept as int64 by the engine
-    y   [points] or [points, O], float or integer
+    y   [points] or [points, O], float or integer — integers in one column are class labels
+        (cross-entropy), their smallest and largest value recorded like x's
     every value finite; 1 ≤ points ≤ settings.max_train_points; each array, and the two
     together, at most settings.max_upload_bytes
 
@@ -57,6 +58,8 @@ class CheckedDataset:
     y: CheckedArray
     x_range: tuple[int, int] | None = None
     """An integer x's smallest and largest value (token ids, checked against a model's vocabulary at submission)."""
+    y_range: tuple[int, int] | None = None
+    """An integer y's smallest and largest value (class labels, checked against a model's outputs at submission)."""
 
     @property
     def points(self) -> int:
@@ -78,8 +81,8 @@ def check_dataset(received: Received, folder: Path, settings: Settings) -> Check
         raise invalid("y", f"y has {y.shape[0]} rows but x has {x.shape[0]}", value=y.shape[0])
     if x.size + y.size > settings.max_upload_bytes:
         raise too_large(x.size + y.size, settings.max_upload_bytes, "unpacks to")
-    _check_values(y, "y")
-    return CheckedDataset(x, y, _check_values(x, "x"))
+    y_range = _check_values(y, "y")
+    return CheckedDataset(x, y, x_range=_check_values(x, "x"), y_range=y_range)
 
 
 # --------------------------------------------------------------------------- headers

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from api_schemas.field_errors import field_errors, named
 from api_schemas.spec import InlineData, JobSpec
 
 INFERRED_FIELDS = (("model", "output_dim"),)
@@ -30,11 +31,13 @@ INLINE_ARRAYS = ("x", "y")
 
 
 class GridError(ValueError):
-    """A grid that cannot be applied: `field` is the dotted path at fault."""
+    """A grid that cannot be applied: `field` is the dotted path at fault, `reason` what is wrong with it;
+    the error's text is `where: reason` (which base or grid point)."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, reason: str | None = None):
         super().__init__(message)
         self.field = field
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def sweep_base(base: dict[str, Any]) -> SweepBase:
     try:
         spec = JobSpec.model_validate(base)
     except ValidationError as error:
-        raise _named(error, "base") from None
+        raise _named(error, "base", base) from None
     arrays = INLINE_ARRAYS if isinstance(spec.data, InlineData) else ()
     document = spec.model_dump(mode="json", exclude={"data": set(arrays)})
     document["data"].update({name: getattr(spec.data, name) for name in arrays})
@@ -134,7 +137,7 @@ def grid_points(base: SweepBase, grid: dict[str, list[Any]]) -> Iterator[GridPoi
         try:
             spec = JobSpec.model_validate(document)
         except ValidationError as error:
-            raise _named(error, f"grid point {values}") from None
+            raise _named(error, f"grid point {values}", document) from None
         yield GridPoint(values, spec)
 
 
@@ -166,7 +169,7 @@ def _assignments(axes: list[str], combo: tuple) -> dict[str, Any]:
     return values
 
 
-def _named(error: ValidationError, where: str) -> GridError:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"])
-    return GridError(field, f"{where}: {field}: {first['msg']}")
+def _named(error: ValidationError, where: str, document: dict[str, Any]) -> GridError:
+    """The first field error, named as the API names it (api_schemas/field_errors.py), its message led by `where`."""
+    first = field_errors([{**entry, "loc": ("body", *entry["loc"])} for entry in error.errors()], document)[0]
+    return GridError(first.field, f"{where}: {named(first.field, first.message)}", first.message)

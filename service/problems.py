@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api_schemas import problems as types
 from api_schemas.base import LONE_SURROGATE
-from api_schemas.field_errors import field_errors
+from api_schemas.field_errors import field_errors, named
 from api_schemas.problems import FieldError, Problem
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,6 @@ def allowed_methods(request: Request) -> str:
 
 
 def summarize(errors: Sequence[FieldError]) -> str:
-    shown = "; ".join(f"{error.field}: {error.message}" for error in errors[:3])
+    shown = "; ".join(named(error.field, error.message) for error in errors[:3])
     more = len(errors) - 3
     return shown + (f" (and {more} more)" if more > 0 else "")

@@ -39,7 +39,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
-from api_schemas.spec import DatasetData, JobSpec, ModelSpec, input_dim, takes_integer_inputs
+from api_schemas.spec import DatasetData, JobSpec, ModelSpec, StoredDataset, input_dim, takes_integer_inputs
 from api_schemas.uploads import INVALID_UPLOAD
 from service.problems import ProblemError, field_errors, summarize
 from store import uploads_repo
@@ -278,7 +278,7 @@ def resolve_uploads(spec: JobSpec, session: Session, owner: str) -> JobSpec:
     """The spec with its uploads looked up (the owner's own only) and `stored` filled in; 422 naming the field otherwise.
 
     data.kind = "dataset": n_train defaults to every stored point and must not exceed them;
-    standardize is refused for integer x (token ids). model.kind = "onnx": the data's points
+    standardize is refused for integer x (token ids); integer class labels y must lie in [0, output width). model.kind = "onnx": the data's points
     must fit the model's input, and model.output_dim comes from the model's output width.
     The filled-in spec is validated again, so every rule of JobSpec applies to the stored shapes.
     """
@@ -297,6 +297,8 @@ def resolve_uploads(spec: JobSpec, session: Session, owner: str) -> JobSpec:
         _resolve_model(spec.model, document["model"], session, owner, point_shape, x_integer, errors)
         if uses_dataset and not errors:
             _check_token_ids(document["data"]["stored"], document["model"]["stored"], spec.data.id, errors)
+    if uses_dataset and not errors:
+        _check_labels(document["data"]["stored"], _output_dim(document["model"]), spec.data.id, errors)
     if x_integer and spec.data.standardize and _keeps_integers(spec.model, document["model"]):
         errors.append(FieldError(field="data.standardize", message=f"data set {spec.data.id} has integer x (token ids for "
                                  f"this {spec.model.kind} model); standardize applies to float inputs only", value=True))
@@ -323,7 +325,8 @@ def _resolve_dataset(data: DatasetData, document: dict, session: Session, owner:
     y_width = row.y_shape[1] if len(row.y_shape) == 2 else 1
     document["n_train"] = n_train
     document["stored"] = {"points": row.points, "x_shape": row.x_shape[1:], "x_integer": x_integer, "y_width": y_width,
-                          "x_min": row.x_min, "x_max": row.x_max}
+                          "x_min": row.x_min, "x_max": row.x_max, "y_integer": row.y_dtype.startswith(("int", "uint")),
+                          "y_min": row.y_min, "y_max": row.y_max}
     return tuple(row.x_shape[1:]), x_integer
 
 
@@ -365,6 +368,25 @@ def _check_token_ids(data: dict, model: dict, data_id: str, errors: list[FieldEr
     value = high if high >= vocabulary else low
     errors.append(FieldError(field="data.id", message=f"data set {data_id} holds token ids from {low} to {high}; the "
                              f"model's embedding takes ids in [0, {vocabulary})", limit=vocabulary, value=value))
+
+
+def _output_dim(model: dict) -> int | None:
+    """The model's output width as far as the request fixes it: the onnx model's, or model.output_dim (None: default)."""
+    return (model.get("stored") or {}).get("output_dim") or model.get("output_dim")
+
+
+def _check_labels(data: dict, classes: int | None, data_id: str, errors: list[FieldError]) -> None:
+    """A data set's class labels (integer y in one column) must index the model's outputs: [y_min, y_max] within
+    [0, C) with C the output width (default y_max + 1, so only a negative label is out of range then)."""
+    low, high = data.get("y_min"), data.get("y_max")
+    if not StoredDataset.model_validate(data).class_labels() or low is None or high is None:
+        return
+    limit = classes if classes is not None else high + 1
+    if low >= 0 and high < limit:
+        return
+    value = low if low < 0 else high
+    errors.append(FieldError(field="data.id", message=f"data set {data_id} holds class labels y from {low} to {high}; "
+                             f"the model's {limit} outputs take labels in [0, {limit})", limit=limit, value=value))
 
 
 def _keeps_integers(model: ModelSpec, document: dict) -> bool:

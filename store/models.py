@@ -256,6 +256,9 @@ class Dataset(Base):
     # an integer x's extremes (token ids), read at upload; None for float x and before 0011
     x_min: Mapped[int | None] = mapped_column(BigInteger)
     x_max: Mapped[int | None] = mapped_column(BigInteger)
+    # an integer y's extremes (class labels), read at upload; None for float y and before 0013
+    y_min: Mapped[int | None] = mapped_column(BigInteger)
+    y_max: Mapped[int | None] = mapped_column(BigInteger)
     size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -62,7 +62,8 @@ def test_a_data_set_uploaded_through_the_sdk_trains_a_job(client, dataset):
     done = client.jobs.wait(job.id, timeout=120, progress=False)
     assert done.summary["steps"] == 10 and np.isfinite(done.summary["final_loss"])
     assert done.spec["data"]["stored"] == {"points": N, "x_shape": [D], "x_integer": False, "y_width": OUT,
-                                              "x_min": None, "x_max": None}
+                                              "x_min": None, "x_max": None, "y_integer": False, "y_min": None,
+                                              "y_max": None}
 
 
 def test_an_onnx_mlp_matches_the_built_in_standard_mlp_to_1e_10(client, dataset):

@@ -160,7 +160,7 @@ def test_nan_and_infinity_are_refused_naming_the_field(client, raw, field):
         ({"data": {"kind": "gaussian_mixture", "n_train": 0}}, "data.n_train"),
         ({"data": {"kind": "inline", "y": [1]}}, "data.x"),
         ({"data": {"kind": "inline", "x": [[1.0]], "y": [[1.0], "a"]}}, "data.y.1"),
-        ({"data": {"kind": "no-such-kind"}}, "data"),
+        ({"data": {"kind": "no-such-kind"}}, "data.kind"),
         ({"training": {"lr": "fast"}}, "training.lr"),
         ({"model": {"hidden": [10, 0]}}, "model.hidden.1"),
         ({"model": {"hidden": [10, 10], "activation": ["relu", "nope"]}}, "model.activation.1"),

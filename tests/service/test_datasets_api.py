@@ -253,7 +253,7 @@ def test_a_job_on_a_data_set_gets_its_stored_shapes(client):
     spec = answer.json()["spec"]
     assert spec["data"]["n_train"] == 20
     assert spec["data"]["stored"] == {"points": 20, "x_shape": [3], "x_integer": False, "y_width": 2, "x_min": None,
-                                      "x_max": None}
+                                      "x_max": None, "y_integer": False, "y_min": None, "y_max": None}
     assert spec["model"]["output_dim"] == 2
     assert answer.json()["parameters"] == 3 * 8 + 8 + 8 * 2 + 2
     spoofed = job_on(dataset_id, n_train=5)

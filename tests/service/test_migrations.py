@@ -115,3 +115,31 @@ def test_0003_adds_the_upload_tables_and_keeps_jobs_and_uploads(fresh_database, 
     finally:
         engine.dispose()
     assert (kept.owner, kept.status, kept.parameters) == ("alice", "queued", 7)
+
+
+@pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
+def test_0013_adds_label_ranges_and_keeps_the_data_sets(fresh_database, alembic_for):
+    """A data set stored at 0012 has no label range at 0013 (NULL: its jobs must give model.output_dim), and back."""
+    _, url = fresh_database
+    command.upgrade(alembic_for(url), "0012")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO blobs (id, owner, sha256, size, chunks, created_at) VALUES ('blob_1', 'alice', :sha, 3, 1, '2026-01-01')"
+            ), {"sha": "a" * 64})
+            connection.execute(text(
+                "INSERT INTO datasets (id, owner, name, x_blob_id, y_blob_id, points, x_shape, x_dtype, y_shape, y_dtype, size, created_at) "
+                "VALUES ('ds_1', 'alice', 'd', 'blob_1', 'blob_1', 1, '[1, 1]', 'float64', '[1]', 'int64', 3, '2026-01-01')"
+            ))
+        command.upgrade(alembic_for(url), "0013")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT y_min, y_max FROM datasets WHERE id = 'ds_1'")).one() == (None, None)
+            connection.execute(text("UPDATE datasets SET y_min = -3, y_max = 9000000000 WHERE id = 'ds_1'"))
+            assert connection.execute(text("SELECT y_min, y_max FROM datasets WHERE id = 'ds_1'")).one() == (-3, 9_000_000_000)
+        command.downgrade(alembic_for(url), "0012")
+        with engine.connect() as connection:
+            assert "y_min" not in {column["name"] for column in inspect(connection).get_columns("datasets")}
+            assert connection.execute(text("SELECT points FROM datasets WHERE id = 'ds_1'")).scalar() == 1
+    finally:
+        engine.dispose()

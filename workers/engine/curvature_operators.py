@@ -14,8 +14,8 @@ or the Jacobian J = ∂F/∂w [n·O, p]:
 
 with L(w) = (1/n) Σ_i ℓ(F(w; x_i), y_i) the training loss of workers/engine/training.py and
 F [n, O] the function it reads: the outputs φ(f) for mse (ℓ = ½‖F − y‖², ∇²ℓ = I) and the
-logits f for cross-entropy (ℓ = −y·log softmax F, ∇²ℓ = (Σ_a y_a)(diag p − p pᵀ)). The chain
-rule makes the split exact: ∇²L = G + R.
+logits f for cross-entropy (ℓ = −y·log softmax F, ∇²ℓ = (Σ_a y_a)(diag p − p pᵀ); integer class
+labels c [n] are y = e_c, workers/engine/losses.py). The chain rule makes the split exact: ∇²L = G + R.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, jvp, vjp, vmap
 
 from workers.engine.activations import apply_head
+from workers.engine.losses import summed_loss
 from workers.engine.nets import trainable_parameters
 
 
@@ -81,13 +81,6 @@ def loss_reads(loss: str) -> str:
     return "outputs" if loss == "mse" else "logits"
 
 
-def summed_loss(loss: str) -> Callable[[Tensor, Tensor], Tensor]:
-    """Σ_i ℓ(F_i, y_i) for F, y [n, O]: mse ½‖F_i − y_i‖², cross_entropy −y_i·log softmax(F_i)."""
-    if loss == "mse":
-        return lambda out, y: 0.5 * (out - y).pow(2).sum()
-    return lambda out, y: -(y * F.log_softmax(out, dim=-1)).sum()
-
-
 def network_function(net: nn.Module, flat: FlatWeights, x: Tensor, of: str) -> Callable[[Tensor], Tensor]:
     """w [p] ↦ F(w; x) [n, O]: the logits f or the outputs φ(f) (identity head for a module without `head`)."""
     head = getattr(net, "head", "identity")
@@ -116,7 +109,7 @@ def model_hessian_operator(
 
 
 def loss_hessian_operator(net: nn.Module, x: Tensor, y: Tensor, loss: str, *, names: list[str] | None = None) -> Operator:
-    """∇²L(w) over the points x [n, ...] with targets y [n, O]."""
+    """∇²L(w) over the points x [n, ...] with targets y [n, O] (or class labels [n])."""
     flat = FlatWeights(net, names)
     function, ell = network_function(net, flat, x, loss_reads(loss)), summed_loss(loss)
     return _hessian_operator(lambda w: ell(function(w), y) / len(x), flat.w)

@@ -1,6 +1,8 @@
 """Training data and the probe set, built deterministically from the job spec.
 
-Every source yields x of shape [n, d] and y of shape [n, O] (float); images are then
+Every source yields x of shape [n, d] and y of shape [n, O] (float), but for an uploaded data set
+whose y is integers in one column: those are class labels c [n] (int64, c_i ∈ [0, O)) for
+cross-entropy (workers/engine/losses.py; the spec refuses mse on them). Images are then
 reshaped to [n, C, H, W] for convolutional models. An uploaded data set (kind "dataset",
 arrays provided by workers.engine.uploads) keeps each point's shape, is cut to its first
 n_train points, and keeps integer x as int64 token ids for a model that takes integers
@@ -40,7 +42,7 @@ from api_schemas.spec import (
 
 @dataclass(frozen=True)
 class Dataset:
-    """x_train [n, *input_shape], y_train [n, O], x_probe [n_probe, *input_shape]."""
+    """x_train [n, *input_shape], y_train [n, O] (float) or class labels [n] (int64), x_probe [n_probe, *input_shape]."""
 
     x_train: torch.Tensor
     y_train: torch.Tensor
@@ -64,8 +66,19 @@ def load_data(spec: JobSpec, *, dtype: torch.dtype = torch.float32, device: str 
         input_shape = tuple(x.shape[1:]) if isinstance(spec.data, DatasetData) else (x.shape[1],)
     x_dtype = torch.int64 if integer else dtype
     x_train = torch.as_tensor(x.reshape(len(x), *input_shape), dtype=x_dtype, device=device)
-    y_train = torch.as_tensor(y, dtype=dtype, device=device)
+    labels = y.dtype.kind in "iu"
+    if labels:
+        check_labels(y, spec.model.output_dim)
+    y_train = torch.as_tensor(y, dtype=torch.int64 if labels else dtype, device=device)
     return Dataset(x_train, y_train, x_train[: spec.data.probe_n()], input_shape)
+
+
+def check_labels(labels: np.ndarray, classes: int | None) -> None:
+    """Class labels [n] must index the model's `classes` outputs (the service refuses others at submission;
+    an index past the logits would otherwise fail inside the loss, on a GPU as a device-side assert)."""
+    if classes is None or labels.min() < 0 or labels.max() >= classes:
+        raise ValueError(f"class labels y lie in [{labels.min()}, {labels.max()}]; the model's {classes} outputs "
+                         f"take labels in [0, {classes})")
 
 
 def standardize(x: np.ndarray) -> np.ndarray:
@@ -140,13 +153,17 @@ def inline(data: InlineData) -> tuple[np.ndarray, np.ndarray]:
 
 
 def uploaded(data: DatasetData) -> tuple[np.ndarray, np.ndarray]:
-    """The first n_train points of an uploaded data set: x [n, ...] (float64, or int64 for integers), y [n, O] float64."""
+    """The first n_train points of an uploaded data set: x [n, ...] (float64, or int64 for integers), y [n, O]
+    float64, or class labels [n] int64 for integers in one column ([n] or [n, 1])."""
     x, y = uploads.dataset(data.id)
     n = data.n_points()
     if n > len(x):
         raise ValueError(f"data.n_train = {n} exceeds the {len(x)} points of data set {data.id}")
     x = x[:n].astype(np.int64 if x.dtype.kind in "iu" else np.float64)
-    return x, y[:n].astype(np.float64).reshape(n, -1)
+    y = y[:n].reshape(n, -1)
+    if y.dtype.kind in "iu" and y.shape[1] == 1:
+        return x, y[:, 0].astype(np.int64)
+    return x, y.astype(np.float64)
 
 
 def encode_targets(labels: np.ndarray, classes: int, targets: Targets) -> np.ndarray:

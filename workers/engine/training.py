@@ -3,7 +3,8 @@
 Losses over the training set (x_i, y_i), i = 1…n, with logits f(x_i) ∈ R^O and outputs φ(f):
 
     mse:            L(w) = (1/2n) Σ_i ‖φ(f(w; x_i)) − y_i‖²
-    cross_entropy:  L(w) = −(1/n) Σ_i Σ_a y_ia log softmax(f(w; x_i))_a
+    cross_entropy:  L(w) = −(1/n) Σ_i Σ_a y_ia log softmax(f(w; x_i))_a   (y [n, C])
+                    L(w) = −(1/n) Σ_i log softmax(f(w; x_i))_{c_i}        (class labels c [n])
 
 Cross-entropy always reads the logits, so a softmax head and an identity head give the
 same loss. `gd` is full-batch gradient descent; `sgd`, `momentum` (heavy ball) and
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from api_schemas.spec import TrainingSpec
 from workers.engine.callbacks import Callbacks, JobCancelled, Progress
 from workers.engine.data import Dataset
+from workers.engine.losses import summed_loss
 from workers.engine.nets import Network, trainable_parameters
 
 Observer = Callable[[int, float, bool], None]
@@ -73,10 +74,9 @@ def auto_lr(logits_lambda_max: float, n_probe: int, *, head: str, loss: str) -> 
 
 
 def loss_function(name: str, net: Network) -> Callable[[Tensor, Tensor], Tensor]:
-    """L(x [b, …], y [b, O]) → scalar, as defined in the module docstring."""
-    if name == "mse":
-        return lambda x, y: 0.5 * (net.outputs(x) - y).pow(2).sum() / len(x)
-    return lambda x, y: -(y * F.log_softmax(net(x), dim=-1)).sum() / len(x)
+    """L(x [b, …], y [b, O] or class labels [b]) → scalar, as defined in the module docstring."""
+    reads, summed = (net.outputs if name == "mse" else net), summed_loss(name)
+    return lambda x, y: summed(reads(x), y) / len(x)
 
 
 def make_optimizer(spec: TrainingSpec, params: list[Tensor], lr: float) -> torch.optim.Optimizer:

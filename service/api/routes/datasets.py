@@ -209,6 +209,7 @@ def _store(session, owner: str, name: str | None, checked: CheckedDataset) -> tu
         x_shape=list(checked.x.shape), x_dtype=checked.x.dtype.name, y_shape=list(checked.y.shape),
         y_dtype=checked.y.dtype.name, size=checked.x.size + checked.y.size, created_at=models.utcnow(),
         x_min=checked.x_range[0] if checked.x_range else None, x_max=checked.x_range[1] if checked.x_range else None,
+        y_min=checked.y_range[0] if checked.y_range else None, y_max=checked.y_range[1] if checked.y_range else None,
     )
     session.add(row)
     session.commit()

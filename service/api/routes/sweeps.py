@@ -254,7 +254,7 @@ def _named_grid_error(make):
         return make()
     except GridError as error:
         raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
-                           errors=[FieldError(field=error.field, message=str(error))]) from None
+                           errors=[FieldError(field=error.field, message=error.reason)]) from None
 
 
 def _checked_caps(point: GridPoint, job_spec, settings: Settings) -> int:

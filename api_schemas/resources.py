@@ -51,6 +51,32 @@ class JobError(BaseModel):
     message: str
 
 
+class EstimatePhase(Resource):
+    """One phase of the time estimate: seconds = flops / R + operations · t_op, with R and t_op the estimate's
+    `rates` (R / 8 for the model Hessian, whose FLOPs run memory-bound); `what` spells the sum out."""
+
+    name: str = Field(description="training, kernel, hessian, path, constants, infinite_width, hessian_spectrum, "
+                      "loss_hessian, sensitivity, kernel_trace")
+    seconds: float
+    flops: float
+    operations: float = Field(description="framework operations dispatched, whatever their size")
+    what: str
+
+
+class EstimateRates(Resource):
+    """The rates the time estimate used and where they come from.
+
+    `source` is "default" for the shipped calibration (bench/bench_time_estimate.py on one CPU core of the
+    reference machine, docs/benchmarks.md, "Time estimate"), "settings" when this deployment set
+    estimate_flops_per_s or estimate_seconds_per_op; no worker reports a measured throughput.
+    """
+
+    flops_per_s: float
+    seconds_per_op: float
+    source: Literal["default", "settings"]
+    detail: str
+
+
 class JobEstimate(Resource):
     """What the job should take, estimated from its spec alone (docs/operations.md, "Memory and work estimate").
 
@@ -61,15 +87,36 @@ class JobEstimate(Resource):
     training.max_steps; constants (an ONNX model's folded constant subgraphs) are 0 for every other model.
     seconds is the estimated time and time its terms: each term's FLOPs at estimate_flops_per_s plus the
     framework operations it dispatches at estimate_seconds_per_op (the per-layer and per-node overhead),
-    at the default calibration (settings; docs/benchmarks.md, "Time estimate").
+    at this deployment's rates (`rates`); `phases` lists the same terms with their FLOPs, operations and sum.
     """
 
     memory_bytes: int
     flops: float
     memory: dict[str, int] = Field(description="bytes per term")
     work: dict[str, float] = Field(description="FLOPs per term")
-    seconds: float | None = Field(default=None, description="estimated seconds, at the default calibration")
+    seconds: float | None = Field(default=None, description="estimated seconds, at `rates`")
     time: dict[str, float] = Field(default_factory=dict, description="seconds per term")
+    phases: list[EstimatePhase] = Field(default_factory=list, description="the time terms, largest first, explained")
+    rates: EstimateRates | None = Field(default=None, description="the FLOP rate and per-operation time used")
+
+
+class EstimateCap(Resource):
+    """One estimate cap of this deployment: the setting, its limit and the job's estimated value (≤ limit)."""
+
+    setting: Literal["max_job_memory_bytes", "max_job_flops", "max_job_seconds"]
+    limit: float
+    value: float
+
+
+class JobDryRun(JobEstimate):
+    """POST /v1/jobs?dry_run=true: the estimate the job would carry, and the caps it was checked against.
+
+    The spec passed every check a submission makes (validation, uploads, caps), so every value is within its
+    limit; a spec over a cap is the submission's 422. Nothing was stored or queued.
+    """
+
+    parameters: int = Field(description="trainable parameters, as the job would be stored with")
+    caps: list[EstimateCap]
 
 
 class Job(Resource):

@@ -1,6 +1,6 @@
 """The `ntklab` command line.
 
-The client commands (submit, status, wait, metrics, artifact, cancel, list, sweep, sweeps …,
+The client commands (submit, estimate, status, wait, metrics, artifact, cancel, list, sweep, sweeps …,
 preset, presets, `run` against a service) need only `pip install ntklab`. The server commands
 (up, migrate, worker, keys, `run --local`) import their parts when run, and say which extra
 to install when it is missing.
@@ -245,6 +245,36 @@ def submit(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key:
            as_json: JsonOption = False) -> None:
     """Submit a job spec (.json/.yaml) to the service."""
     _submit(spec, wait, url, api_key, as_json)
+
+
+def _show_estimate(estimate, as_json: bool) -> None:
+    """A dry run for people: the phases by estimated seconds and their total, then the peak memory, the
+    rates and where they come from, and each estimate cap with the share of it used."""
+    if as_json:
+        _emit(estimate.model_dump(mode="json"))
+        return
+    from api_schemas.estimate import format_bytes
+
+    table = Table("phase", "seconds", "FLOPs", "operations", title="estimate (nothing submitted)")
+    for phase in estimate.phases:
+        table.add_row(phase.name, f"{phase.seconds:.3g}", f"{phase.flops:.3g}", f"{phase.operations:.3g}")
+    table.add_section()
+    table.add_row("total", f"{estimate.seconds:.3g}", f"{estimate.flops:.3g}", "")
+    stdout_console().print(table)
+    rates = estimate.rates
+    _say(f"peak memory {format_bytes(estimate.memory_bytes)}, {estimate.parameters} trainable parameters", False)
+    _say(f"rates {rates.flops_per_s:.3g} FLOP/s and {rates.seconds_per_op:.3g} s per operation, {rates.source}: "
+         f"{rates.detail}", False)
+    for cap in estimate.caps:
+        _say(f"{cap.setting}: {cap.value:.4g} of {cap.limit:.4g} ({100 * cap.value / cap.limit:.2g} %)", False)
+
+
+@app.command()
+@_exits
+def estimate(spec: Path, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """What a job spec (.json/.yaml) would cost, per phase, from the service's dry run; nothing is submitted."""
+    with _client(url, api_key) as client:
+        _show_estimate(client.jobs.estimate(spec), as_json)
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 from api_schemas.sweeps import SweepRow
 from ntklab.resources.datasets import AsyncDatasets, Dataset, Datasets
-from ntklab.resources.jobs import ArtifactInfo, AsyncJobs, Job, Jobs, JobUpdate, MetricSeries
+from ntklab.resources.jobs import ArtifactInfo, AsyncJobs, Job, JobDryRun, Jobs, JobUpdate, MetricSeries
 from ntklab.resources.models import AsyncModels, Model, Models
 from ntklab.resources.presets import AsyncPresets, Preset, Presets
 from ntklab.resources.sweeps import AsyncSweeps, Sweep, Sweeps, SweepSummary
@@ -17,6 +17,7 @@ __all__ = [
     "Dataset",
     "Datasets",
     "Job",
+    "JobDryRun",
     "JobUpdate",
     "Jobs",
     "MetricSeries",

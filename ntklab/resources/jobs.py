@@ -55,6 +55,13 @@ class Job(wire.Job):
         return job_figure(metrics, title=self.name or self.id, path=path)
 
 
+class JobDryRun(wire.JobDryRun):
+    """What `jobs.estimate` returns (api_schemas.resources.JobDryRun): the job's memory, FLOPs and seconds per
+    phase at the service's rates (`rates`, with their source) and the caps it is within; nothing was submitted."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class JobUpdate(wire.JobUpdate):
     """What `jobs.updates` returns (api_schemas.resources.JobUpdate): the job without its spec, and the
     metric points recorded after step `since_step` (all of them when it was None) as `{name: Series}`."""
@@ -133,6 +140,9 @@ def _idempotency(key: str | None) -> dict[str, str] | None:
     return {"Idempotency-Key": key} if key else None
 
 
+DRY_RUN = {"dry_run": "true"}
+
+
 class Jobs:
     def __init__(self, client: Client) -> None:
         self._client = client
@@ -149,6 +159,12 @@ class Jobs:
             "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
         )
         return self._job(response.json())
+
+    def estimate(self, spec: SpecLike | None = None, /, **fields: Any) -> JobDryRun:
+        """What `create` with these arguments would cost, from the service's dry run (POST /v1/jobs?dry_run=true):
+        the same validation and caps (an invalid or over-cap spec raises as `create` would), nothing submitted."""
+        response = self._client._transport.request("POST", "/v1/jobs", json=to_body(spec, **fields), params=DRY_RUN)
+        return JobDryRun.model_validate(response.json())
 
     def retrieve(self, job: JobRef) -> Job:
         return self._job(self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}").json())
@@ -255,6 +271,12 @@ class AsyncJobs:
             "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
         )
         return Job.model_validate(response.json())
+
+    async def estimate(self, spec: SpecLike | None = None, /, **fields: Any) -> JobDryRun:
+        response = await self._client._transport.request(
+            "POST", "/v1/jobs", json=to_body(spec, **fields), params=DRY_RUN
+        )
+        return JobDryRun.model_validate(response.json())
 
     async def retrieve(self, job: JobRef) -> Job:
         response = await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")

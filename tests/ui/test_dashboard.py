@@ -190,6 +190,21 @@ def test_a_job_page_lists_the_jobs_warnings_by_code_and_message(dashboard_for, a
     assert tab.errors == []
 
 
+def test_a_job_page_shows_the_estimate_the_dry_run_answered(dashboard_for, alice, keys):
+    dry = alice.jobs.estimate(QUICK_JOB | {"name": "ui-estimate"})
+    job = alice.jobs.create(QUICK_JOB | {"name": "ui-estimate"})
+    tab = dashboard_for(keys["alice"])
+    page = tab.open(f"/jobs/{job.id}")
+    timed = [phase for phase in dry.phases if phase.seconds > 0]
+    expect(page.locator("#estimate-phases tbody tr")).to_have_count(len(timed))
+    expect(page.locator("#estimate-phases tbody tr").first).to_have_attribute("data-phase", timed[0].name)
+    expect(page.locator("#estimate-total")).to_contain_text(" s, ")
+    expect(page.locator("#estimate")).to_contain_text(f"{dry.rates.source}: {dry.rates.detail}")
+    shown = float(page.locator("#estimate-total").inner_text().split(" s,")[0])
+    assert shown == pytest.approx(dry.seconds, rel=1e-3)
+    assert tab.errors == []
+
+
 def api_get(tab, path: str):
     """GET `path` from the API with the tab's key: what the page should show."""
     answer = httpx.get(f"{tab.url}{path}", headers={"X-API-Key": tab.key})

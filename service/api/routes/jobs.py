@@ -1,4 +1,5 @@
-"""/v1/jobs: create, list, retrieve, metrics, updates (a job and its new metric points), artifacts, cancel, delete."""
+"""/v1/jobs: create (or estimate: dry_run), list, retrieve, metrics, updates (a job and its new metric points), artifacts,
+cancel, delete."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from sqlalchemy.exc import IntegrityError
 
 from api_schemas import problems as types
 from api_schemas.problems import FieldError, Problem
-from api_schemas.estimate import estimate_job
 from api_schemas.resources import (
-    ArtifactInfo, ArtifactList, Job, JobEstimate, JobPage, JobStatus, JobUpdate, Progress, Series,
+    ArtifactInfo, ArtifactList, Job, JobDryRun, JobPage, JobStatus, JobUpdate, Progress, Series,
 )
 from api_schemas.run_warnings import split_stored_summary
 from api_schemas.spec import JobSpec
@@ -22,8 +22,9 @@ from config.settings import Settings
 from service import quota
 from service.api import paging
 from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
-from service.api.routes import StrictJSONRoute
+from service.api.routes import FiniteJSONResponse, StrictJSONRoute
 from service.caps import check_spec_caps
+from service.estimates import dry_run, stored_estimate
 from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
 from service.problems import ProblemError, summarize
 from service.uploads import resolve_uploads
@@ -85,8 +86,9 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute
     "",
     status_code=202,
     response_model=Job,
-    summary="Submit a job",
+    summary="Submit a job, or estimate it (dry_run)",
     responses={
+        200: {"model": JobDryRun, "description": "dry_run=true: the estimate; nothing stored or queued"},
         413: {**PROBLEM, "description": "body larger than max_body_bytes"},
         422: {**PROBLEM, "description": "invalid spec, a resource cap exceeded, or an Idempotency-Key reused"},
         429: {**PROBLEM, "description": "too many queued + running jobs of this key, or too many requests per second"},
@@ -101,10 +103,19 @@ def create_job(
     broker: BrokerDep,
     public_url: PublicUrlDep,
     idempotency_key: Annotated[str | None, Header(alias=HEADER, description="retry-safe: same key + same body → the first answer")] = None,
-) -> Job:
-    """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final."""
+    dry_run_: Annotated[bool, Query(alias="dry_run", description="answer the estimate (200) and store nothing")] = False,
+) -> Job | FiniteJSONResponse:
+    """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final.
+
+    With `dry_run=true`, the same validation and caps, then the job's estimate (200, JobDryRun): memory, FLOPs
+    and seconds per phase at this deployment's rates. Nothing is stored or queued; the Idempotency-Key and the
+    queued-jobs quota are not consulted.
+    """
     key = check_key(idempotency_key)
     spec = resolve_uploads(spec, session, owner)
+    if dry_run_:
+        answer = dry_run(spec, check_spec_caps(spec, settings), settings)
+        return FiniteJSONResponse(answer.model_dump(mode="json"))
     document = spec.model_dump(mode="json")
     digest = spec_hash(document)
     if key is not None and (first := jobs_repo.find_by_idempotency_key(session, owner, key)) is not None:
@@ -125,7 +136,7 @@ def create_job(
             return _replay(first, digest, key, session, response, settings, public_url)
     _publish(broker, job.id)
     _accepted(response, job.id, settings, public_url)
-    return job_resource(job, list(dict.fromkeys(spec.tags)), with_spec=True)
+    return job_resource(job, list(dict.fromkeys(spec.tags)), settings, with_spec=True)
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
@@ -144,16 +155,16 @@ def list_jobs(
     jobs, has_more = jobs_repo.list_page(session, scope, where, limit, paging.after_seq(after))
     tags = jobs_repo.tags_of(session, [job.id for job in jobs])
     return JobPage(
-        data=[job_resource(job, tags[job.id], with_spec=False) for job in jobs],
+        data=[job_resource(job, tags[job.id], settings, with_spec=False) for job in jobs],
         has_more=has_more,
         next=paging.next_cursor(jobs, has_more),
     )
 
 
 @router.get("/{job_id}", response_model=Job, responses=NOT_FOUND, summary="Retrieve a job")
-def retrieve_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
+def retrieve_job(job_id: str, session: SessionDep, scope: ScopeDep, settings: SettingsDep) -> Job:
     job = _owned_job(session, scope, job_id)
-    return job_resource(job, jobs_repo.spec_tags(job), with_spec=True)
+    return job_resource(job, jobs_repo.spec_tags(job), settings, with_spec=True)
 
 
 @router.get("/{job_id}/metrics", response_model=dict[str, Series], responses=NOT_FOUND, summary="Metric series")
@@ -178,6 +189,7 @@ def job_updates(
     job_id: str,
     session: SessionDep,
     scope: ScopeDep,
+    settings: SettingsDep,
     names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
     since_step: SinceStep = None,
 ) -> JobUpdate:
@@ -187,7 +199,7 @@ def job_updates(
     again without `since_step`; so too once the job has finished (a recomputed series replaces the streamed one)."""
     job = _owned_job(session, scope, job_id)
     return JobUpdate(
-        job=job_resource(job, jobs_repo.spec_tags(job), with_spec=False),
+        job=job_resource(job, jobs_repo.spec_tags(job), settings, with_spec=False),
         since_step=since_step,
         metrics=_series(session, job.id, names, since_step),
     )
@@ -255,7 +267,7 @@ def artifact_headers(job_id: str, name: str, session: SessionDep, scope: ScopeDe
     responses={**NOT_FOUND, 409: {**PROBLEM, "description": "the job already finished"}},
     summary="Cancel a job",
 )
-def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
+def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep, settings: SettingsDep) -> Job:
     """queued → cancelled at once; running → `cancel_requested`, and the job stops within seconds (docs/operations.md).
 
     `cancel_outcome` follows the request: `pending`, then `cancelled`, or `too_late` when the
@@ -269,7 +281,7 @@ def cancel_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Job:
         job = _owned_job(session, scope, job_id, fresh=True)  # a delete may have removed it once cancelled: 404
     if job.status in ("succeeded", "failed"):
         raise ProblemError(409, f"the job already {job.status}; there is nothing to cancel", type=types.INVALID_STATE)
-    return job_resource(job, jobs_repo.spec_tags(job), with_spec=True)
+    return job_resource(job, jobs_repo.spec_tags(job), settings, with_spec=True)
 
 
 @router.delete(
@@ -291,7 +303,8 @@ def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
     return Response(status_code=204)
 
 
-def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
+def job_resource(job: models.Job, tags: list[str], settings: Settings, *, with_spec: bool) -> Job:
+    """The job as the API shows it; with its spec, the estimate at this deployment's rates (service/estimates.py)."""
     spec = job_spec(job) if with_spec else None
     summary, warnings = split_stored_summary(job.summary)
     return Job(
@@ -315,21 +328,7 @@ def job_resource(job: models.Job, tags: list[str], *, with_spec: bool) -> Job:
         started_at=as_utc(job.started_at),
         finished_at=as_utc(job.finished_at),
         spec=spec,
-        estimate=job_estimate(spec) if spec is not None else None,
-    )
-
-
-def job_estimate(spec: dict) -> JobEstimate | None:
-    """The estimate of a stored spec (api_schemas/estimate.py); None for a spec it cannot plan."""
-    try:
-        estimate = estimate_job(JobSpec.model_validate(spec))
-    except ValueError:  # pydantic's ValidationError is one
-        return None
-    return JobEstimate(
-        memory_bytes=estimate.memory_bytes, flops=estimate.flops,
-        memory={term.name: int(term.value) for term in estimate.memory},
-        work={term.name: term.value for term in estimate.work},
-        seconds=estimate.seconds, time={term.name: term.value for term in estimate.time},
+        estimate=stored_estimate(spec, settings) if spec is not None else None,
     )
 
 
@@ -374,7 +373,7 @@ def _replay(
         raise refuse_reuse(key, first.id)
     _accepted(response, first.id, settings, public_url)
     response.headers["Idempotent-Replayed"] = "true"
-    return job_resource(first, jobs_repo.spec_tags(first), with_spec=True)
+    return job_resource(first, jobs_repo.spec_tags(first), settings, with_spec=True)
 
 
 def _accepted(response: Response, job_id: str, settings: Settings, public_url: str) -> None:

@@ -1,5 +1,5 @@
 // One job: facts and actions, live curves while it runs, kernel heatmaps and spectra, layer sensitivity,
-// the spec with copy-as-curl / SDK, artifact downloads. While the job is unfinished it makes one request every
+// the estimate from its spec, the spec with copy-as-curl / SDK, artifact downloads. While the job is unfinished it makes one request every
 // POLL_MS, GET /v1/jobs/{id}/updates?since_step=…: the job's row and only the metric points it does not hold yet.
 
 import { download, getBytes, getJson, query, send } from "../api.js";
@@ -34,6 +34,23 @@ function warningList(job) {
   const warnings = job.warnings || [];
   return warnings.length ? [el("section", { id: "warnings" }, el("h2", {}, "Warnings"),
     el("ul", {}, warnings.map((w) => el("li", { class: "warning", dataset: { code: w.code } }, el("code", {}, w.code), ": ", w.message))))] : [];
+}
+
+/** The job's estimate from its spec (the dry run's answer): seconds, FLOPs and peak memory, the rates and where they
+ * come from, and the phases that take time, largest first: [] or [section]. */
+function estimateSection(job) {
+  const estimate = job.estimate;
+  if (!estimate) return [];
+  const rates = estimate.rates;
+  const phases = estimate.phases.filter((phase) => phase.seconds > 0).map((phase) => el("tr", { dataset: { phase: phase.name } },
+    el("td", {}, phase.name), el("td", { class: "num" }, fmt(phase.seconds)), el("td", { class: "num" }, fmt(phase.flops)),
+    el("td", { class: "num" }, fmt(phase.operations)), el("td", {}, phase.what)));
+  return [el("section", { id: "estimate" }, el("h2", {}, "Estimate"),
+    el("p", { id: "estimate-total" }, `${fmt(estimate.seconds)} s, ${fmt(estimate.flops)} FLOPs, peak memory `,
+      `${fmt(estimate.memory_bytes / 2 ** 20)} MiB`),
+    rates ? el("p", { class: "muted" }, `at ${fmt(rates.flops_per_s)} FLOP/s and ${fmt(rates.seconds_per_op)} s per operation `,
+      `(${rates.source}: ${rates.detail})`) : null,
+    table(["phase", "seconds", "FLOPs", "operations", "how"], phases, { id: "estimate-phases" }))];
 }
 
 /** Cancel, delete and compare for the job `current()` returns; `update(job)` sets which buttons apply. */
@@ -210,7 +227,8 @@ export async function render(root, { args: [id], onLeave }) {
   async function readAll() {
     show(await getJson(path));
     if (!root.contains(title)) {
-      root.append(title, factsBox, toolbar.bar, el("section", {}, el("h2", {}, "Curves"), curves), finished, specSection(job));
+      root.append(title, factsBox, toolbar.bar, el("section", {}, el("h2", {}, "Curves"), curves), finished, ...estimateSection(job),
+        specSection(job));
     }
     held = await getJson(`${path}/metrics`);
     drawCurves(curves, held);

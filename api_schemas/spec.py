@@ -21,7 +21,9 @@ from api_schemas.infinite_width import refusal
 from api_schemas.tagged_union import tagged_union
 
 OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
-Parameterization = Literal["ntk", "standard", "meanfield"]
+Parameterization = Literal["ntk", "standard", "meanfield", "mup"]
+BUILTIN_PARAMETERIZATIONS = ("ntk", "standard", "meanfield")
+ONNX_PARAMETERIZATIONS = ("standard", "ntk", "mup")
 BuiltinDataset = Literal["digits", "iris", "breast_cancer", "two_moons"]
 Targets = Literal["onehot", "label", "signed"]
 
@@ -76,8 +78,12 @@ class ModelSpec(Strict):
             inputs of model.input_shape ([d], [T, d] or [C, H, W]; default the flat features),
             then the readout; the built-in fields other than the head's are not used.
     onnx:   an uploaded ONNX model (POST /v1/models) named by `id`; its initializers are the
-            trainable weights, taken as exported (standard parameterization); `stored` is
-            filled in by the service at submission.
+            trainable weights; `stored` is filled in by the service at submission.
+
+    parameterization: ntk, standard or meanfield for the built-in kinds and graphs (weights drawn
+    for it); standard (the default: as exported), ntk or mup for an onnx model, whose exported
+    weights are rescaled by their fan-in so that the function at init is the one exported
+    (workers/engine/onnx_parameterization.py, docs/models.md).
     """
 
     kind: Literal["mlp", "cnn", "resnet", "onnx", "graph"] = "mlp"
@@ -121,18 +127,25 @@ class ModelSpec(Strict):
             return self
         if self.id is None:
             raise ValueError("model.id is required for model.kind = 'onnx': the id POST /v1/models answered")
-        if "parameterization" in self.model_fields_set and self.parameterization != "standard":
-            raise ValueError(
-                "model.parameterization must be 'standard' for an onnx model: its weights are used as exported"
-            )
         if not self.train_output_layer:
             raise ValueError("model.train_output_layer = false is not supported for an onnx model (every initializer trains)")
-        self.parameterization = "standard"
+        if "parameterization" not in self.model_fields_set:
+            self.parameterization = "standard"
         if self.stored is not None:
             if self.output_dim is not None and self.output_dim != self.stored.output_dim:
                 raise ValueError(f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs")
             self.output_dim = self.stored.output_dim
         return self
+
+    @field_validator("parameterization")
+    @classmethod
+    def _parameterization_of_the_kind(cls, value: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        allowed = ONNX_PARAMETERIZATIONS if kind == "onnx" else BUILTIN_PARAMETERIZATIONS
+        if kind is not None and value not in allowed:
+            choices = ", ".join(repr(name) for name in allowed)
+            raise ValueError(f"{value!r} is not a parameterization of model.kind = {kind!r}: one of {choices}")
+        return value
 
     @field_validator("layers", mode="before")
     @classmethod

@@ -238,11 +238,32 @@ def test_jobs_that_do_not_fit_the_model_are_422(client, client_with):
     wrong_width["data"]["classes"] = 3
     assert client.post("/v1/jobs", json=wrong_width).status_code == 422
     assert_refused(client.post("/v1/jobs", json=job_on("mdl_" + "0" * 32)), 422, "model.id", "no model")
-    ntk = client.post("/v1/jobs", json=job_on(model_id, parameterization="ntk"))
-    assert ntk.status_code == 422 and "standard" in ntk.text
     assert client.post("/v1/jobs", json={"model": {"kind": "mlp", "id": model_id}}).status_code == 422
     capped = client_with(max_parameters=49)
     assert_refused(capped.post("/v1/jobs", json=job_on(model_id)), 422, "model", "trainable parameters 50")
+
+
+@pytest.mark.parametrize("parameterization", ["standard", "ntk", "mup"])
+def test_an_onnx_job_takes_its_parameterization(client, parameterization):
+    model_id = upload(client, mlp_onnx()).json()["id"]
+    answer = client.post("/v1/jobs", json=job_on(model_id, parameterization=parameterization))
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["spec"]["model"]["parameterization"] == parameterization
+    stored = client.get(f"/v1/jobs/{answer.json()['id']}").json()["spec"]["model"]
+    assert stored["parameterization"] == parameterization
+
+
+@pytest.mark.parametrize("kind, parameterization, words", [
+    ("onnx", "lecun", ["'standard'", "'mup'"]),                     # unknown: the choices
+    ("onnx", "meanfield", ["model.kind = 'onnx'", "'standard', 'ntk', 'mup'"]),
+    ("mlp", "mup", ["model.kind = 'mlp'", "'ntk', 'standard', 'meanfield'"]),
+])
+def test_a_parameterization_the_kind_does_not_take_is_422_naming_the_field(client, kind, parameterization, words):
+    model_id = upload(client, mlp_onnx()).json()["id"]
+    body = job_on(model_id, parameterization=parameterization)
+    if kind == "mlp":
+        body["model"] = {"hidden": [8], "parameterization": parameterization}
+    assert_refused(client.post("/v1/jobs", json=body), 422, "model.parameterization", *words)
 
 
 def test_deleting_a_model_that_a_queued_job_uses_is_409(client):

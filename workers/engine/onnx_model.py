@@ -4,8 +4,9 @@
     net(x) = f(w; x) ∈ R^O    (logits, [n, O])      net.outputs(x) = φ(f)    (the spec's head)
 
 The graph is parsed (onnx protobuf, nothing run by onnx) and each node becomes one step of
-`OnnxNetwork.forward`, in the graph's topological order. Weights (standard parameterization:
-the values exported, multiplier 1) that exactly one node input reads ("owned": a tied
+`OnnxNetwork.forward`, in the graph's topological order. Weights (the values exported,
+multiplier 1, until the spec's parameterization rescales the layers' weights by their fan-in:
+onnx_parameterization.py) that exactly one node input reads ("owned": a tied
 initializer, read twice, is never absorbed) become layers when the layer's input is computed
 from the network's input (not a constant):
 
@@ -38,7 +39,8 @@ attention ([n·windows, …]).
 A layer's parameters are `layers.<i>.weight` / `layers.<i>.bias` (i in the order of the graph's
 nodes), the others `weights.<initializer name, non-word characters as _>`;
 `net.parameter_sources[name] = (initializer, transposed)` names the initializer each trainable
-parameter holds and whether it holds its transpose (MatMul by B, Gemm without transB).
+parameter holds and whether it holds its transpose (MatMul by B, Gemm without transB); under
+ntk or mup a layer's weight holds the initializer divided by the layer's multiplier m.
 Running statistics of a batch norm
 (api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
 nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
@@ -70,6 +72,7 @@ from workers.engine.activations import apply_head
 from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.onnx_ops.activations import ACTIVATIONS
+from workers.engine.onnx_parameterization import reparameterize_
 from workers.engine.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
 
 LAYERS = ("Gemm", "MatMul", "Conv")
@@ -79,12 +82,14 @@ __all__ = ["OnnxConversionError", "OnnxNetwork", "build_onnx_network"]
 
 @dataclass
 class Step:
-    """One node: `run(*inputs)` maps its input tensors (None for an omitted optional input) to its output, or a tuple of outputs."""
+    """One node: `run(*inputs)` maps its input tensors (None for an omitted optional input) to its output, or a tuple of outputs;
+    `layer` is the index in `layers` of the layer the node became, None for any other node."""
 
     op: str
     inputs: list[str]
     outputs: list[str]
     run: Callable[..., Tensor | tuple[Tensor, ...]]
+    layer: int | None = None
 
 
 class OnnxNetwork(nn.Module):
@@ -96,7 +101,7 @@ class OnnxNetwork(nn.Module):
         self.head = model.output_activation
         self.output_dim = model.output_dim
         self.kind = "onnx"
-        self.parameterization = "standard"
+        self.parameterization = model.parameterization
         self.float_dtype = dtype
         self.opset = opset
         self.layers = nn.ModuleList()
@@ -111,6 +116,7 @@ class OnnxNetwork(nn.Module):
         self.input_name, self.output_name = inputs[0], graph.output[0].name
         self.steps: list[Step] = []
         _Converter(self, graph, dtype, device, checkpoint).convert()
+        reparameterize_(self.layers, self.steps, self.parameterization)
         self.to(device=device)
 
     # ---- tensors by ONNX name
@@ -298,8 +304,8 @@ class _Converter:
             self.net.parameter_sources[f"layers.{index}.bias"] = (names[1], False)
         net, inputs = self.net, [data] if isinstance(data, str) else data
         if run is None:
-            return Step(op, inputs, [output], lambda x: net.layers[index](x))
-        return Step(op, inputs, [output], lambda *args: run(net.layers[index], *args))
+            return Step(op, inputs, [output], lambda x: net.layers[index](x), layer=index)
+        return Step(op, inputs, [output], lambda *args: run(net.layers[index], *args), layer=index)
 
     def _copy(self, layer: nn.Module, weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
         with torch.no_grad():

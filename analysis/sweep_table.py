@@ -3,7 +3,8 @@
 Each row is one job: its grid values, its full spec, its summary scalars and its warnings. A
 fit reads x and the `group_by` paths from the job's spec (so `model.hidden.0` works whichever
 axis set it), groups the rows, and fits log y against log x per group (seeds averaged first);
-each fit carries the warnings of the points it was fitted on (analysis/fit_warnings.py).
+each fit carries the warnings of the points it was fitted on (analysis/fit_warnings.py), and one of its
+own where it compares widths in standard parameterization at a fixed lr (analysis/width_regime.py).
 `fit_results` gives those fits in their wire form (api_schemas FitResult): what the API returns
 and what both the service's plot and the SDK's figure draw.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from analysis.fit_warnings import fit_warnings
 from analysis.fits import PowerLawFit, fit_power_law
 from analysis.labels import axis_label, group_label
+from analysis.width_regime import standard_fixed_lr
 from api_schemas.run_warnings import RunWarning, split_stored_summary
 from api_schemas.sweeps import FitPoint, FitResult, FitSpec
 
@@ -69,7 +71,9 @@ def fit_groups(rows: list[SweepRow], fit: FitSpec) -> list[GroupFit]:
         xs = [_number(get_path(row.spec, fit.x)) for row in members]
         ys = [_number(row.summary.get(fit.y)) for row in members]
         group = {path: get_path(members[0].spec, path) for path in fit.group_by}
-        results.append(GroupFit(fit, group, fit_power_law(xs, ys), fit_warnings(members)))
+        widths = [get_path(row.spec, fit.x) for row in members]
+        warnings = fit_warnings(members) + standard_fixed_lr(members, fit.x, fit.y, widths)
+        results.append(GroupFit(fit, group, fit_power_law(xs, ys), warnings))
     return results
 
 

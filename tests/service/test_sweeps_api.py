@@ -54,6 +54,22 @@ def test_fits_and_status_are_derived_from_the_jobs(client, db):
     assert svg.headers["content-type"].startswith("image/svg+xml")
 
 
+def test_a_width_fit_in_standard_parameterization_at_a_fixed_lr_carries_the_regime_warning(client, db):
+    """Grouped by parameterization, the standard group's fit at lr 0.5 says why ΔK need not fall; the ntk group's does not."""
+    sweep = client.post("/v1/sweeps", json={
+        "base": {"model": {"hidden": [10], "activation": "tanh"}, "training": {"max_steps": 5, "lr": 0.5}},
+        "grid": {"model.hidden.0": [10, 100], "model.parameterization": ["ntk", "standard"]},
+        "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.parameterization"]}],
+    }).json()
+    _finish(db, sweep["id"], {"identity": -0.5})
+    fits = {fit["group"]["model.parameterization"]: fit for fit in client.get(f"/v1/sweeps/{sweep['id']}").json()["fits"]}
+    assert fits["ntk"]["warnings"] == []
+    (warning,) = fits["standard"]["warnings"]
+    assert warning["code"] == "standard_parameterization_fixed_lr" and warning["values"]["lr"] == [0.5]
+    assert warning["values"]["points"] == warning["values"]["of"] == 2
+    assert "effective step that grows with width" in warning["message"]
+
+
 def test_cancel_ends_queued_jobs_and_flags_running_ones(client, db):
     sweep = client.post("/v1/sweeps", json=SWEEP).json()
     first = sweep["table"][0]["job_id"]

@@ -11,7 +11,10 @@
 A job's warnings are computed by the engine (workers/engine/run_warnings.py) and stored inside
 the job's summary under STORED_KEY; the job resource and a sweep's rows show them as their own
 field (`split_stored_summary`). A fit carries those of the points it was fitted on
-(analysis/fit_warnings.py), one entry per code.
+(analysis/fit_warnings.py), one entry per code, and one of its own:
+
+    standard_parameterization_fixed_lr  the fit compares widths in standard parameterization at a
+                                        fixed numeric lr (analysis/width_regime.py)
 """
 
 from __future__ import annotations

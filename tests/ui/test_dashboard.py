@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from tests.upload_files import mlp_onnx
+
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
 
 WATCH_MS = 240_000  # generous: the suite's other stacks may share the cores
@@ -87,7 +89,7 @@ def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for
     page.goto(f"{tab.url}/ui/#/jobs/{done.id}")
     delta_k = page.locator('#curves [data-chart="delta_k"]')
     final = httpx.get(f"{tab.url}/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": tab.key}).json()
-    expected = sum(sum(v is not None for v in series["value"]) for series in final.values())
+    expected = sum(sum(v is not None and v > 0 for v in series["value"]) for series in final.values())  # log axis: ΔK(0) = 0 left out
     expect(delta_k).to_have_attribute("data-points", str(expected), timeout=WATCH_MS)
     page.get_by_role("button", name="Copy as SDK").click()
     assert sdk_spec(page.locator("#snippet").inner_text()) == alice.jobs.retrieve(done.id).spec
@@ -124,7 +126,6 @@ def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, a
     theory = page.locator('#fits td.fit-theory[data-y="hessian_kernel_ratio_init"][data-group="ntk"]')
     assert ntk["theory_slope"] is not None and float(theory.inner_text()) == ntk["theory_slope"]
     expect(page.locator("#fit-charts [data-fit]")).to_have_count(2)
-    tab.screenshot("sweep")
 
     page.goto(f"{tab.url}/ui/#/sweeps")
     listed = page.locator(f'#sweeps tr[data-sweep-id="{sweep_id}"]')
@@ -144,8 +145,8 @@ def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, a
     alice.sweeps.wait(curves.id, progress=False)
     page.goto(f"{tab.url}/ui/#/compare?sweep={curves.id}&series=delta_k")
     overlay = alice.sweeps.retrieve(curves.id).table
-    expected = sum(int(np.isfinite(alice.jobs.metrics(row.job_id, names=["delta_k"])["delta_k"].value).sum())
-                   for row in overlay)
+    values = [np.asarray(alice.jobs.metrics(row.job_id, names=["delta_k"])["delta_k"].value, dtype=float) for row in overlay]
+    expected = sum(int((np.isfinite(v) & (v > 0)).sum()) for v in values)  # a log axis: ΔK(0) = 0 left out
     expect(page.locator("#compare-chart")).to_have_attribute("data-points", str(expected), timeout=WATCH_MS)
     tab.screenshot("compare")
     assert tab.errors == []
@@ -202,6 +203,114 @@ def test_a_job_page_shows_the_estimate_the_dry_run_answered(dashboard_for, alice
     expect(page.locator("#estimate")).to_contain_text(f"{dry.rates.source}: {dry.rates.detail}")
     shown = float(page.locator("#estimate-total").inner_text().split(" s,")[0])
     assert shown == pytest.approx(dry.seconds, rel=1e-3)
+    assert tab.errors == []
+
+
+# Every element of a page that must fit the window's width: the document, main and its blocks, sections and figures.
+OVERFLOWING = """() => [document.documentElement, ...document.querySelectorAll(
+    "main, main > *, main section, main figure, main .charts, main .figures, main table")]
+  .filter((e) => e.scrollWidth > e.clientWidth + 1)
+  .map((e) => `${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}: scrollWidth ${e.scrollWidth} > clientWidth ${e.clientWidth}`)"""
+NARROW = {"width": 1024, "height": 800}  # a laptop's window; the screenshots are taken at the fixtures' 1400 px
+
+
+def assert_fits_narrow_window(page) -> None:
+    """No horizontal overflow at NARROW, once the charts have redrawn at its width; the viewport is then put back."""
+    size = page.viewport_size
+    page.set_viewport_size(NARROW)
+    page.wait_for_timeout(300)
+    assert page.evaluate(OVERFLOWING) == []
+    page.set_viewport_size(size)
+    page.wait_for_timeout(300)
+
+
+def test_a_job_page_states_the_model_wraps_the_summary_and_logs_both_dks(dashboard_for, alice, keys):
+    done = alice.jobs.wait(alice.jobs.create(DONE_JOB | {"name": "ui-model"}).id, timeout=WATCH_MS / 1000, progress=False)
+    tab = dashboard_for(keys["alice"])
+    page = tab.open(f"/jobs/{done.id}")
+    expect(page.locator("#model")).to_have_text(
+        f"mlp, hidden widths 64, relu, swish head, ntk parameterization, {done.spec['model']['output_dim']} outputs, "
+        f"{done.parameters} parameters")
+    timings = done.summary["timings"]
+    phases = page.locator('#summary tr[data-name="timings"] table.nested th')
+    expect(phases).to_have_count(len(timings))
+    assert phases.all_inner_texts() == list(timings)
+    delta_k = page.locator('#curves [data-chart="delta_k"]')
+    expect(delta_k).to_have_attribute("data-y-axis", "log")
+    expect(delta_k.locator("ul.legend li")).to_have_text(["ΔK of the outputs φ(f)", "ΔK of the logits f"])
+    series = api_get(tab, f"/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits")
+    assert 0 < max(series["delta_k_logits"]["value"]) < max(series["delta_k"]["value"])
+    positive = sum(v is not None and v > 0 for s in series.values() for v in s["value"])
+    expect(delta_k).to_have_attribute("data-points", str(positive))
+    expect(delta_k.locator("figcaption sub")).to_have_text(["t", "0", "F", "0", "F"])  # ‖K(w_t) − K(w_0)‖_F / ‖K(w_0)‖_F
+    expect(page.locator("#estimate-phases tbody tr").first).to_be_visible()
+    assert_fits_narrow_window(page)
+    assert tab.errors == []
+
+
+def test_the_jobs_table_has_a_model_column_and_fits_a_narrow_window(dashboard_for, alice, keys):
+    upload = alice.models.upload(mlp_onnx(), name="tiny-onnx-mlp")
+    data = {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 3, "probe": {"n": 4}}
+    onnx_job = alice.jobs.create({"model": {"kind": "onnx", "id": upload.id}, "data": data, "training": {"max_steps": 2},
+                                  "tags": ["ui-model"]})
+    deep = alice.jobs.create(QUICK_JOB | {"tags": ["ui-model"],
+                                          "model": {"hidden": [16, 16], "activation": "tanh", "output_activation": "swish"}})
+    plain = alice.jobs.create(QUICK_JOB | {"tags": ["ui-model"]})
+    tab = dashboard_for(keys["alice"])
+    page = tab.open("/jobs?tag=ui-model")
+    column = page.locator("#jobs thead th").all_inner_texts().index("model")
+    cells = {job.id: row(page, job.id).locator("td").nth(column) for job in (onnx_job, deep, plain)}
+    expect(cells[plain.id]).to_have_text("mlp 8 relu")
+    expect(cells[deep.id]).to_have_text("mlp 16-16 tanh → swish")
+    expect(cells[onnx_job.id]).to_have_text("onnx “tiny-onnx-mlp”")
+    assert_fits_narrow_window(page)
+
+    page.goto(f"{tab.url}/ui/#/jobs/{onnx_job.id}")
+    expect(page.locator("#model")).to_have_text(f"ONNX upload “tiny-onnx-mlp”, linear head, 2 outputs, {upload.parameters} parameters")
+    assert tab.errors == []
+
+
+SEEDED_SWEEP = {  # 2 widths × 2 heads × 2 seeds, stopped after 3 steps above target: every point warns
+    "name": "ui-seeds", "tags": ["ui-seeds"],
+    "base": {"data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
+             "training": {"max_steps": 3, "target_loss": 1e-9}, "diagnostics": {"kernel": {"schedule": "every", "every": 1}}},
+    "grid": {"model.hidden.0": [16, 64], "model.output_activation": ["identity", "swish"], "seed": [0, 1]},
+    "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.output_activation"],
+              "theory": {"linear head": -0.5, "swish head": 0.0}}],
+}
+
+
+def test_a_sweep_page_draws_seed_error_bars_legends_and_warnings_across_the_page(dashboard_for, alice, keys):
+    sweep = alice.sweeps.wait(alice.sweeps.create(SEEDED_SWEEP).id, progress=False)
+    assert sweep.status == "succeeded"
+    tab = dashboard_for(keys["alice"])
+    page = tab.open(f"/sweeps/{sweep.id}")
+    figure = page.locator('#fit-charts figure[data-fit="delta_k_max vs model.hidden.0"]')
+    expect(figure).to_have_attribute("data-points", "4")
+    expect(figure).to_have_attribute("data-error-bars", "4")  # each group's two widths, mean ± std over two seeds
+    expect(figure).to_have_attribute("data-y-axis", "log")
+    expect(figure.locator("figcaption")).to_have_text("ΔK against width m (log–log)")
+    legend = figure.locator("ul.legend li")
+    expect(legend).to_have_count(2)
+    for fit, entry in zip(sweep.fits, legend.all()):
+        expect(entry).to_have_attribute("data-group", fit["group_label"])
+        shown = re.search(r"slope (-?[0-9.e+-]+)", entry.inner_text()).group(1)
+        assert float(shown) == pytest.approx(fit["slope"], rel=1e-3, abs=1e-6)
+        expect(entry).to_contain_text(f"theory slope {fit['theory_slope']:g} (dashed)")
+        expect(entry).to_contain_text("mean ± std over 2 runs")
+    warnings = [(fit["group_label"], w["code"], w["message"]) for fit in sweep.fits for w in fit["warnings"]]
+    assert any(code == "target_loss_not_reached" for _, code, _ in warnings)
+    expect(figure.locator(".fit-warnings li")).to_have_text([f"{group}: {code}: {message}" for group, code, message in warnings])
+    main_width = page.locator("main").evaluate("m => m.clientWidth")
+    assert figure.locator("canvas").first.evaluate("c => c.getBoundingClientRect().width") > 0.9 * main_width
+    expect(page.locator('#grid dd[data-axis="model.output_activation"]')).to_have_text("identity; swish")
+    expect(page.locator('#sweep-jobs td[data-path="model.output_activation"]').first).to_have_text("identity")
+    tab.screenshot("sweep")
+    assert_fits_narrow_window(page)
+
+    page.goto(f"{tab.url}/ui/#/sweeps")
+    expect(page.locator(f'#sweeps tr[data-sweep-id="{sweep.id}"]')).to_have_count(1)
+    assert_fits_narrow_window(page)
     assert tab.errors == []
 
 

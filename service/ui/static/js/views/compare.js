@@ -1,9 +1,9 @@
 // Compare: overlay one metric series of several jobs, picked by id or as every job of a sweep. Read once, on demand.
 
 import { getJson, query } from "../api.js";
-import { lineChart } from "../charts.js";
+import { chartFigure, lineChart } from "../charts.js";
 import { el } from "../dom.js";
-import { COMPARABLE } from "../series.js";
+import { COMPARABLE, SERIES_LABELS } from "../series.js";
 
 /** [{id, label}] of the jobs to overlay: the listed ids, or a sweep's rows labelled by their grid values. */
 async function pickJobs(params) {
@@ -38,16 +38,16 @@ function form(params) {
 
 export async function render(root, { params }) {
   const name = params.get("series") || "delta_k";
-  const chart = el("div", { class: "chart tall", id: "compare-chart", role: "img", "aria-label": `overlay of ${name}` });
+  const chart = chartFigure({ id: "compare-chart" }, `${SERIES_LABELS[name] ?? name} of each job`, { tall: true });
   root.append(el("h1", {}, "Compare"), form(params), chart);
   const picked = await pickJobs(params);
   if (!picked.length) {
-    chart.replaceChildren(el("p", { class: "muted" }, "Pick jobs (ids, or tick them in the Jobs table) or a sweep."));
+    chart.replaceWith(el("p", { class: "muted" }, "Pick jobs (ids, or tick them in the Jobs table) or a sweep."));
     return;
   }
   const series = await Promise.all(picked.map(async ({ id, label }) => {
     const metrics = await getJson(`/v1/jobs/${encodeURIComponent(id)}/metrics${query({ names: name })}`);
     return { name: label, ...(metrics[name] || { step: [], value: [] }) };
   }));
-  lineChart(chart, { title: name, series, logY: COMPARABLE[name] ?? false });
+  lineChart(chart, { series, logY: COMPARABLE[name] ?? false });
 }

@@ -1,28 +1,31 @@
-// One job: facts and actions, live curves while it runs, kernel heatmaps and spectra, layer sensitivity,
+// One job: facts (the model in words among them) and actions, live curves while it runs, kernel heatmaps and spectra, layer sensitivity,
 // the estimate from its spec, the spec with copy-as-curl / SDK, artifact downloads. While the job is unfinished it makes one request every
 // POLL_MS, GET /v1/jobs/{id}/updates?since_step=…: the job's row and only the metric points it does not hold yet.
 
 import { download, getBytes, getJson, query, send } from "../api.js";
-import { heatmap, lineChart, spectrumChart } from "../charts.js";
+import { chartFigure, heatmap, lineChart, spectrumChart } from "../charts.js";
 import { duration, el, fmt, statusBadge, table } from "../dom.js";
+import { math } from "../math.js";
+import { describeModel, uploadName } from "../model.js";
 import { parseNpy } from "../npy.js";
 import { poll } from "../poller.js";
-import { JOB_CHARTS } from "../series.js";
+import { JOB_CHARTS, SERIES_LABELS } from "../series.js";
 
 export const POLL_MS = 3000;
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 const MAX_SPECTRUM_N = 400;
 
-function facts(job) {
+/** The job's facts; `model` is its model in words (the spec's, which GET …/updates leaves out). */
+function facts(job, model) {
   const p = job.progress || {};
   const rows = [
     ["id", job.id],
+    ["model", el("span", { id: "model" }, model)],
     ["status", statusBadge(job.status)],
     ["progress", job.status === "running" ? `${p.step ?? 0} / ${p.total ?? "?"} (${p.phase ?? "…"}), ETA ${duration(p.eta_s)}` : "—"],
     ["device", job.device ?? "—"],
     ["tags", job.tags.length ? job.tags.map((tag) => el("span", { class: "tag" }, tag)) : "—"],
     ["sweep", job.sweep_id ? el("a", { href: `#/sweeps/${encodeURIComponent(job.sweep_id)}` }, job.sweep_id) : "—"],
-    ["parameters", fmt(job.parameters)],
     ["created / finished", `${new Date(job.created_at).toLocaleString()} / ${job.finished_at ? new Date(job.finished_at).toLocaleString() : "—"}`],
   ];
   if (job.error) rows.push(["error", `${job.error.type}: ${job.error.message}`]);
@@ -85,12 +88,12 @@ function actions(current, reload) {
 /** One chart per JOB_CHARTS entry that has at least one recorded series. */
 function drawCurves(container, metrics) {
   for (const chart of JOB_CHARTS) {
-    const series = chart.names.filter((name) => metrics[name]).map((name) => ({ name, ...metrics[name] }));
+    const series = chart.names.filter((name) => metrics[name]).map((name) => ({ name, label: SERIES_LABELS[name], ...metrics[name] }));
     if (!series.length) continue;
     const key = chart.id || chart.names[0];
-    let box = container.querySelector(`[data-chart="${key}"]`);
-    if (!box) container.append((box = el("div", { class: "chart", dataset: { chart: key }, role: "img", "aria-label": chart.title })));
-    lineChart(box, { title: chart.title, series, logY: chart.logY });
+    let figure = container.querySelector(`[data-chart="${key}"]`);
+    if (!figure) container.append((figure = chartFigure({ dataset: { chart: key } }, chart.title)));
+    lineChart(figure, { series, logY: chart.logY });
   }
 }
 
@@ -121,9 +124,17 @@ function specSection(job) {
     el("pre", { id: "spec" }, JSON.stringify(job.spec, null, 2)));
 }
 
+/** A summary value as text; a group of values (timings: seconds per phase) as a nested name / value table. */
+function summaryValue(value) {
+  if (value === null || typeof value !== "object") return typeof value === "number" ? fmt(value) : String(value);
+  if (Array.isArray(value)) return value.map(summaryValue).join(", ");
+  return el("table", { class: "nested" }, el("tbody", {}, Object.entries(value).map(([name, item]) =>
+    el("tr", {}, el("th", { scope: "row" }, name), el("td", { class: "num" }, summaryValue(item))))));
+}
+
 function summaryTable(summary) {
   return table(["name", "value"], Object.entries(summary || {}).map(([name, value]) =>
-    el("tr", {}, el("td", {}, name), el("td", { class: "num" }, typeof value === "number" ? fmt(value) : JSON.stringify(value)))));
+    el("tr", { dataset: { name } }, el("td", {}, name), el("td", { class: "num" }, summaryValue(value)))), { id: "summary" });
 }
 
 /** Eigenvalues of a symmetric n×n matrix (descending), by ml-matrix's symmetric eigendecomposition. */
@@ -139,22 +150,23 @@ async function showKernels(container, job, names) {
   const boxes = [];
   for (const name of names) {
     const { shape, data } = parseNpy(await getBytes(`/v1/jobs/${encodeURIComponent(job.id)}/artifacts/${encodeURIComponent(name)}`));
-    const box = el("div", { class: "chart tall", dataset: { kernel: name, shape: shape.join("×") }, role: "img", "aria-label": `heatmap of ${name}` });
-    boxes.push([box, name, data, shape[0]]);
+    const box = chartFigure({ dataset: { kernel: name, shape: shape.join("×") } }, `${name} (${shape[0]}×${shape[0]})`, { tall: true });
+    boxes.push([box, data, shape[0]]);
     if (shape[0] <= MAX_SPECTRUM_N) spectra.push({ name, values: eigenvalues(data, shape[0]) });
   }
-  const spectrum = el("div", { class: "chart tall", dataset: { chart: "spectrum" }, role: "img", "aria-label": "kernel spectra" });
+  const spectrum = chartFigure({ dataset: { chart: "spectrum" } }, "kernel eigenvalues λ_i, descending (log axis)", { tall: true });
   container.replaceChildren(el("div", { class: "charts" }, boxes.map(([box]) => box), spectrum));
-  boxes.forEach(([box, name, data, n]) => heatmap(box, { title: `${name} (${n}×${n})`, data, n }));
-  if (spectra.length) spectrumChart(spectrum, { title: "kernel eigenvalues (log axis)", spectra });
-  else spectrum.replaceChildren(el("p", { class: "muted" }, `spectra are computed here for n ≤ ${MAX_SPECTRUM_N}; the summary has λ_min and λ_max`));
+  boxes.forEach(([box, data, n]) => heatmap(box, { data, n }));
+  if (spectra.length) spectrumChart(spectrum, { spectra });
+  else spectrum.replaceChildren(el("p", { class: "muted" }, `spectra are computed here for n ≤ ${MAX_SPECTRUM_N}; the summary has `,
+    math("λ_min"), " and ", math("λ_max")));
 }
 
 async function sensitivityTable(job) {
   const report = await getJson(`/v1/jobs/${encodeURIComponent(job.id)}/artifacts/layer_sensitivity.json`);
   const rows = Object.entries(report).flatMap(([when, layers]) => layers.map((layer) =>
     el("tr", {}, el("td", {}, when), el("td", {}, layer.layer), el("td", { class: "num" }, fmt(layer.linf)), el("td", { class: "num" }, fmt(layer.l2)))));
-  return table(["at", "layer l", "‖∂f/∂α^(l)‖_∞", "‖∂f/∂α^(l)‖₂"], rows);
+  return table(["at", "layer l", math("‖∂f/∂α^(l)‖_∞"), math("‖∂f/∂α^(l)‖_2")], rows);
 }
 
 async function results(container, job) {
@@ -213,19 +225,23 @@ export async function render(root, { args: [id], onLeave }) {
   const curves = el("div", { class: "charts", id: "curves" });
   const finished = el("div");
   let job = null;
+  let model = "";
   let held = {};
   const toolbar = actions(() => job, () => refresh());
 
   function show(next) {
     job = next;
     title.textContent = job.name || job.id;
-    factsBox.replaceChildren(facts(job), ...warningList(job));
+    factsBox.replaceChildren(facts(job, model), ...warningList(job));
     toolbar.update(job);
   }
 
   /** The job with its spec and every point: on opening, and once when it has finished (results, final series). */
   async function readAll() {
-    show(await getJson(path));
+    const next = await getJson(path);
+    const spec = next.spec.model;
+    model = describeModel(spec, next.parameters, spec.kind === "onnx" ? await uploadName(spec.id) : undefined);
+    show(next);
     if (!root.contains(title)) {
       root.append(title, factsBox, toolbar.bar, el("section", {}, el("h2", {}, "Curves"), curves), finished, ...estimateSection(job),
         specSection(job));

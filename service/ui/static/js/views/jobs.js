@@ -1,14 +1,29 @@
 // Jobs: one page of GET /v1/jobs (filters status and tag, cursor paging), re-read every few seconds while visible.
+// A list page leaves the specs out, so each job's model is read once (GET /v1/jobs/{id}) the first time it is listed.
 
 import { getJson, query, send } from "../api.js";
 import { duration, el, fmt, statusBadge } from "../dom.js";
 import { fillPager, filterForm } from "../listing.js";
+import { shortModel, uploadName } from "../model.js";
 import { poll } from "../poller.js";
 
 export const POLL_MS = 5000;
 const STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"];
-const COLUMNS = ["", "name", "status", "progress", "device", "tags", "ΔK max", "‖H‖ init → final", "final loss", "created", "actions"];
+const COLUMNS = ["", "name", "model", "status", "progress", "device", "tags", "ΔK max", "‖H‖ init → final", "final loss", "created", "actions"];
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+const models = new Map();  // job id → its model in words: a job's spec never changes
+
+/** Read the models of the jobs not seen yet (in parallel); a job that cannot be read is left out and tried again. */
+async function readModels(jobs) {
+  await Promise.all(jobs.filter((job) => !models.has(job.id)).map(async (job) => {
+    try {
+      const { model } = (await getJson(`/v1/jobs/${encodeURIComponent(job.id)}`)).spec;
+      models.set(job.id, shortModel(model, model.kind === "onnx" ? await uploadName(model.id) : undefined));
+    } catch {
+      // deleted since the page was read: its row goes at the next refresh
+    }
+  }));
+}
 
 function progressText(job) {
   const p = job.progress;
@@ -22,6 +37,7 @@ function dataCells(job) {
   const s = job.summary || {};
   return [
     [el("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name || job.id)],
+    [models.get(job.id) ?? "—"],
     [statusBadge(job.status)],
     [progressText(job)],
     [job.device ?? "—"],
@@ -56,7 +72,7 @@ function newRow(job, refresh) {
   return row;
 }
 
-const NUMERIC = new Set([5, 6, 7]);  // indices in dataCells: ΔK max, ‖H‖, final loss
+const NUMERIC = new Set([6, 7, 8]);  // indices in dataCells: ΔK max, ‖H‖, final loss
 
 /**
  * Fill a row in place: a cell is replaced only when what it shows changed, and the check box and buttons stay,
@@ -89,6 +105,7 @@ export async function render(root, { params, onLeave }) {
 
   async function refresh() {
     const page = await getJson(`/v1/jobs${query({ ...filter, after: params.get("after"), limit: 20 })}`);
+    await readModels(page.data);
     const seen = new Set(page.data.map((job) => job.id));
     for (const [id, row] of rows) {
       if (seen.has(id)) continue;

@@ -75,7 +75,9 @@ t_op = rates.seconds_per_op (settings estimate_flops_per_s, estimate_seconds_per
 bench/bench_time_estimate.py: R on a wide shallow mlp, t_op on a deep narrow one). ops counts the
 framework operations a term dispatches whatever their size, in forward passes of D operations
 (forward_profile.ops; a backward pass 2·D), W weight tensors, P_h = min(probe_points, n_p):
-    training     max_steps·(3·D + [minibatch]·D + c_opt·W + 20)    c_opt = 2 gd/sgd, 3 momentum, 10 adam
+    training     max_steps·(3·D + [minibatch]·D + c_opt·W + 20 + E)    c_opt = 2 gd/sgd, 3 momentum, 10 adam;
+                 E the step's element traffic: (B + [minibatch]·n)·a activation elements and one pass over the
+                 weights, per FRESH_ELEMENTS_PER_OP elements in tensors over 32 MiB, else per HEAP_ELEMENTS_PER_OP
     kernel       kernel runs × one kernel pass (no ×h: a non-linear head's outputs kernel follows by the chain
                  rule): structured (1 + 2O)·D + 10·O per covered layer + ⌈(k+1)/2·n_p/m⌉ vmapped chunks of
                  (1 + 2O)·D for the fallback (kernel_cost_model's panels), jacobian (1 + 2O)·D, ntk_vp
@@ -451,7 +453,8 @@ def _weight_layers(planned: PlannedLayer) -> int:
 def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str) -> tuple[Term, ...]:
     """Framework operations dispatched per work term, whatever their size (module docstring, "time")."""
     D, W, O, diagnostics = prof.ops, prof.tensors, s.outputs, spec.diagnostics
-    training_spec = s.steps * (3 * D + OPTIMIZER_OPS[spec.training.optimizer] * W + STEP_OPS + D * (s.batch < s.n))
+    training_spec = s.steps * (3 * D + OPTIMIZER_OPS[spec.training.optimizer] * W + STEP_OPS + D * (s.batch < s.n)
+                               + _step_traffic_ops(prof, s))
     kernel_runs = s.runs if diagnostics.kernel is not None else 1
     kernel = kernel_runs * _kernel_ops(prof, method, s.probe, O, s.itemsize)
     hessian, wanted = 0.0, diagnostics.hessian
@@ -463,8 +466,7 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
         hessian = runs * wanted.iterations * (math.ceil(lanczos_runs / together) * HVP_PASSES * D + LANCZOS_STEP_OPS * lanczos_runs)
     path = s.runs * (D + JVP_PASSES * D * diagnostics.linearization_error + 4 * W * diagnostics.weight_change + STEP_OPS)
     sensitivity = 2 * ((1 + 2 * O) * D + O * W) if diagnostics.layer_sensitivity else 0
-    fresh = sum(layer.fan_in * layer.out for layer in prof.layers if layer.fan_in * layer.out * s.itemsize > MMAP_THRESHOLD_BYTES)
-    per_point_gradient = math.ceil(fresh / FRESH_ELEMENTS_PER_OP) + math.ceil((prof.trainable - fresh) / HEAP_ELEMENTS_PER_OP)
+    per_point_gradient = _weight_traffic_ops(prof, s.itemsize)
     kernel_trace = s.probe * ((1 + 2 * O) * D + 2 * O * W + O * per_point_gradient)
     limit = LIMIT_LAYER_OPS * W if diagnostics.infinite_width is not None else 0
     if diagnostics.infinite_width is not None and diagnostics.kernel is None:
@@ -476,7 +478,8 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
         it = diagnostics.loss_hessian.iterations
         split = s.runs * (3 * it * (OPERATOR_PASSES * D + LANCZOS_STEP_OPS) + _kernel_ops(prof, _kernel_cost(spec, prof, s, s.n)[0], s.n, O, s.itemsize))
     return (
-        Term("training", training_spec, f"{s.steps} steps × (3·D + optimiser) with D = {D} operations per forward pass"),
+        Term("training", training_spec, f"{s.steps} steps × (3·D + optimiser + element traffic) with D = {D} operations "
+             f"per forward pass and {_step_traffic_ops(prof, s)} operations' worth of activation and weight elements"),
         Term("kernel", kernel, f"{kernel_runs} kernel passes ({method}) of (1 + 2·O) forward passes or their chunks"),
         Term("hessian", hessian, "Lanczos steps × (vmapped HVP calls of 30 passes, as many bases at once as half the "
              "budget holds, + the runs' own steps)" if wanted else "no Hessian"),
@@ -488,6 +491,24 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
         Term("loss_hessian", split, "3 Lanczos norms of HVP calls and the training set's kernel per run" if split else "no loss-Hessian split"),
         Term("constants", D + 10 * W + JOB_OPS, "building the network and the job's fixed work"),
     )
+
+
+def _weight_traffic_ops(prof: ForwardProfile, itemsize: int) -> int:
+    """One pass over the p trainable weights' elements in operations: per FRESH_ELEMENTS_PER_OP elements of the
+    weight tensors over MMAP_THRESHOLD_BYTES (mapped afresh each time they are made), per HEAP_ELEMENTS_PER_OP of the rest."""
+    fresh = sum(layer.fan_in * layer.out for layer in prof.layers if layer.fan_in * layer.out * itemsize > MMAP_THRESHOLD_BYTES)
+    return math.ceil(fresh / FRESH_ELEMENTS_PER_OP) + math.ceil((prof.trainable - fresh) / HEAP_ELEMENTS_PER_OP)
+
+
+def _step_traffic_ops(prof: ForwardProfile, s: _Sizes) -> int:
+    """A training step's element traffic in operations: the B·a saved activation elements (made forward, read
+    and made again backward; per FRESH_ELEMENTS_PER_OP when the largest activation, B·ℓ elements, is over
+    MMAP_THRESHOLD_BYTES, else per HEAP_ELEMENTS_PER_OP) and one pass over the weights (their gradients and update).
+    Wide layers on few input features are this, not FLOPs: a [16, 10⁶] tanh layer on 8 features does 2.6·10⁸
+    FLOPs a step forward and backward and ran 0.45 s a step (1 thread, docs/benchmarks.md "Time estimate")."""
+    elements = s.batch * prof.saved + (s.n * prof.saved if s.batch < s.n else 0)
+    fresh = s.batch * prof.largest * s.itemsize > MMAP_THRESHOLD_BYTES
+    return math.ceil(elements / (FRESH_ELEMENTS_PER_OP if fresh else HEAP_ELEMENTS_PER_OP)) + _weight_traffic_ops(prof, s.itemsize)
 
 
 def _kernel_ops(prof: ForwardProfile, method: str, n: int, O: int, itemsize: int) -> float:

@@ -119,6 +119,16 @@ ODD_SPECS = {
         "training": {"optimizer": "adam", "batch_size": 64, "max_steps": 300, "lr": 0.001, "loss": "cross_entropy"},
         "diagnostics": QUIET,
     },
+    "paper width: 10⁶ units on 8 features, 15 steps": {  # fig1-width's widest point: element traffic, not FLOPs
+        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 8},
+        "model": {"hidden": [1_000_000], "bias": False}, "training": {"max_steps": 15, "lr": 0.01, "target_loss": None},
+        "diagnostics": OFF,
+    },
+    "wide on few features: 10⁵ units on 8 features, 100 steps": {
+        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 8},
+        "model": {"hidden": [100_000], "bias": False}, "training": {"max_steps": 100, "lr": 0.01, "target_loss": None},
+        "diagnostics": OFF,
+    },
     "vit-small example": json.loads((REPO / "examples" / "graphs" / "vit-small.json").read_text()),
     "default spec": {},
 }

@@ -1,9 +1,10 @@
 """The paper's experiments as sweeps, at three scales.
 
 smoke: seconds, for tests.  cpu: minutes on a 2-core CPU (widths up to ~10⁴–10⁵).
-paper: the widths of Liu, Zhu & Belkin (2020) (to m = 10⁶): each point a minute or a few on one CPU
-core (docs/reproduction.md, "At paper scale"), so no scale is refused for want of a GPU; every point is
-held to the deployment's caps (max_job_seconds at its calibrated rates) at submission, as any job is.
+paper: the widths of Liu, Zhu & Belkin (2020) (to m = 10⁶): up to ~25 min a point on one CPU core, ~10 h
+of one core for all seven presets by the estimate (docs/reproduction.md, "At paper scale"), faster on a GPU
+worker. No scale is refused for want of a GPU: every point is held to the deployment's caps
+(max_job_seconds at its calibrated rates) at submission, as any job is.
 
 Every preset is a documented SweepSpec: a base job, a grid, and the fits that carry the
 claim. docs/reproduction.md sets each claim beside the number ntklab measured.

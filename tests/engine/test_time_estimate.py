@@ -88,7 +88,7 @@ def test_the_default_rates_are_the_settings_defaults():
 
 
 MEASURED = ("deep graph 512 layers", "wide mlp 8192, 512 points", "long training (20 000 steps, tiny)",
-            "hessian_spectrum with block norms", "infinite width, 3 layers")
+            "hessian_spectrum with block norms", "infinite width, 3 layers", "paper width: 10⁶ units on 8 features, 15 steps")
 
 
 @pytest.mark.slow

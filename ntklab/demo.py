@@ -3,7 +3,8 @@
 Starts the embedded service (SQLite + filesystem broker, two CPU workers) in
 var/demo/, runs the presets `fig1-width`, `fig2-bottleneck` and `table1-hessian` through
 the SDK with progress bars, prints each fit with a one-line verdict, checks the paper's
-claims, writes PNG plots and report.md to ntklab-report/, and stops what it started.
+claims, writes the plots (PNG, with PDF and SVG beside each) and report.md to ntklab-report/,
+and stops what it started.
 
     python -m ntklab.demo [--scale cpu|smoke] [--out ntklab-report] [--workers 2] [--presets a,b]
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis.figure_titles import figure_title
 from ntklab.client import Client
 from ntklab.localstack import LocalStack, embedded_settings
 from ntklab.resources.sweeps import Sweep
@@ -166,6 +168,8 @@ def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ntklab.plots import save_figure
+
     figure, axes = plt.subplots(figsize=(6.4, 4.4), dpi=110)
     lines = []
     for row in sweep.table:
@@ -179,9 +183,9 @@ def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
     axes.set_xscale("symlog", linthresh=1)
     axes.grid(True, alpha=0.3)
     axes.legend()
-    axes.set_title(f"{sweep.name}: ΔK(t) of the outputs during training", parse_math=False)
+    axes.set_title(figure_title(sweep.name, sweep.tags), parse_math=False)
     figure.tight_layout()
-    figure.savefig(path)
+    save_figure(figure, str(path))
     plt.close(figure)
     return lines
 

@@ -2,7 +2,8 @@
 
 matplotlib is imported only when a figure is drawn. Figures are built with the
 object-oriented API (no pyplot state), returned, and saved when a path is given; the
-format follows the path's suffix (.png, .svg, .pdf). A sweep's figure is the service's own
+format follows the path's suffix (.png, .svg, .pdf), and a .png is written with a .pdf and
+an .svg of the same figure beside it, for a paper. A sweep's figure is the service's own
 drawing (analysis.fit_figure) of the fits the service returned, chosen as the service's plot
 chooses them: no scipy, no re-fit. Labels are the paper's symbols (analysis/labels.py).
 """
@@ -10,6 +11,7 @@ chooses them: no scipy, no re-fit. Labels are the paper's symbols (analysis/labe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +31,8 @@ JOB_PANELS = (
     ("weight change", "‖w_t − w₀‖", ("weight_change_l2", "weight_change_linf")),
 )
 JOB_SERIES = tuple(name for _, _, names in JOB_PANELS for name in names)
+VECTOR_FORMATS = (".pdf", ".svg")
+"""Written beside a figure saved as .png."""
 
 
 def _figure(width: float) -> Figure:
@@ -37,9 +41,13 @@ def _figure(width: float) -> Figure:
     return Figure(figsize=(width, 3.6), layout="constrained")
 
 
-def _save(figure: Figure, path: str | None) -> Figure:
+def save_figure(figure: Figure, path: str | None) -> Figure:
+    """Save to `path` (if given) and, when it is a .png, to the same name as .pdf and .svg."""
     if path is not None:
         figure.savefig(path)
+        if Path(path).suffix.lower() == ".png":
+            for suffix in VECTOR_FORMATS:
+                figure.savefig(Path(path).with_suffix(suffix))
     return figure
 
 
@@ -62,7 +70,7 @@ def job_figure(metrics: Mapping[str, MetricSeries], *, title: str, path: str | N
             axes.legend(fontsize=8)
         axes.grid(True, which="both", alpha=0.3)
     figure.suptitle(title, **PLAIN_TEXT)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def sweep_figure(
@@ -76,7 +84,7 @@ def sweep_figure(
     """The service's fits of x (default: the first fit's) drawn as GET /v1/sweeps/{id}/plot draws them, one panel
     per y (only y's when given); nothing is re-fitted. ValueError, naming the fits there are, when none matches."""
     chosen = fits_of([_fit(fit) for fit in fits], x=x, y=y)
-    return _save(fits_figure(chosen, title=title), path)
+    return save_figure(fits_figure(chosen, title=title), path)
 
 
 def fits_of(fits: Sequence[FitResult], *, x: str | None, y: str | None) -> list[FitResult]:

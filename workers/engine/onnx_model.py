@@ -38,7 +38,9 @@ attention ([n·windows, …]).
 A layer's parameters are `layers.<i>.weight` / `layers.<i>.bias` (i in the order of the graph's
 nodes), the others `weights.<initializer name, non-word characters as _>`;
 `net.parameter_sources[name] = (initializer, transposed)` names the initializer each trainable
-parameter holds and whether it holds its transpose (MatMul by B, Gemm without transB).
+parameter holds and whether it holds its transpose (MatMul by B, Gemm without transB);
+`net.initializer_views()` are the parameters under those names and in those shapes (saved
+weights use them: workers/engine/artifacts.py).
 Running statistics of a batch norm
 (api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
 nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
@@ -111,7 +113,18 @@ class OnnxNetwork(nn.Module):
         self.input_name, self.output_name = inputs[0], graph.output[0].name
         self.steps: list[Step] = []
         _Converter(self, graph, dtype, device, checkpoint).convert()
+        sources = {source for source, _ in self.parameter_sources.values()}
+        self._source_shapes = {t.name: tuple(t.dims) for t in graph.initializer if t.name in sources}
         self.to(device=device)
+
+    def initializer_views(self) -> dict[str, Tensor]:
+        """Each parameter under the name of the initializer it holds (an export's names: torch.onnx.export names
+        them as the module's state_dict does), as a view shaped as that initializer: a weight held transposed
+        (MatMul by B, Gemm without transB) transposed back, a 1-D convolution's [C', C, 1, k] as [C', C, k].
+        Writing into a view writes the parameter."""
+        params = dict(self.named_parameters())
+        return {source: (params[name].T if transposed else params[name]).view(self._source_shapes[source])
+                for name, (source, transposed) in self.parameter_sources.items()}
 
     # ---- tensors by ONNX name
 

@@ -10,9 +10,10 @@ every step exactly once. torch is imported in the worker's child process only.
 Memory: before running, the job's estimated peak memory (api_schemas/estimate.py) is checked
 against the device's (worker_memory_budget_bytes, else the GPU's or the machine's memory); a job
 over it fails at once with both numbers (`exceeds_device_memory`). A CPU pool process is limited to
-its size after importing torch plus worker_memory_limit_bytes (RLIMIT_DATA), so a job that still
-outgrows its memory gets a MemoryError, not the kernel's OOM killer: it fails on its first attempt
-as `out_of_memory` with the size that failed, and the same process takes the next job.
+its size after importing torch and running the warm-up job plus worker_memory_limit_bytes
+(RLIMIT_DATA), so a job that still outgrows its memory gets a MemoryError, not the kernel's OOM
+killer: it fails on its first attempt as `out_of_memory` with the size that failed, and the same
+process takes the next job.
 
 Time limits: at `job_time_limit_s` Celery raises SoftTimeLimitExceeded in the task, which
 fails the job. A job stuck where Python cannot raise (inside one long native call) is

@@ -3,7 +3,8 @@
 Starts the embedded service (SQLite + filesystem broker, two CPU workers) in
 var/demo/, runs the presets `fig1-width`, `fig2-bottleneck` and `table1-hessian` through
 the SDK with progress bars, prints each fit with a one-line verdict, checks the paper's
-claims, writes PNG plots and report.md to ntklab-report/, and stops what it started.
+claims, writes the plots (PNG, with PDF and SVG beside each) and report.md to ntklab-report/,
+and stops what it started.
 
     python -m ntklab.demo [--scale cpu|smoke] [--out ntklab-report] [--workers 2] [--presets a,b]
 """
@@ -20,14 +21,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from analysis.figure_titles import figure_title
 from ntklab.client import Client
 from ntklab.localstack import LocalStack, embedded_settings
 from ntklab.resources.sweeps import Sweep
+from ntklab.terminal import stdout_console
 
 DEMO_PRESETS = ("fig1-width", "fig2-bottleneck", "table1-hessian")
 LABELS = {"identity": "linear head", "softmax": "softmax head", "swish": "swish head"}
 SYMBOLS = {"delta_k_max": "ΔK", "hessian_norm_init": "‖H‖", "hessian_kernel_ratio_init": "‖H‖/K",
            "weight_change_l2": "‖w*−w₀‖₂", "weight_change_linf": "‖w*−w₀‖_∞"}
+SMALL, LARGE = 1e-2, 1e4
+"""A table value outside [SMALL, LARGE) in magnitude is written in scientific form."""
 
 
 @dataclass(frozen=True)
@@ -121,22 +126,30 @@ def columns(fits: list[dict]) -> list[float]:
     return sorted({point["x"] for fit in fits for point in fit["points"]})
 
 
+def value_text(value: float) -> str:
+    """Three significant digits, in scientific form below 0.01 and from 10⁴ on: 0.159, 5.02e-04, 1.23e+05."""
+    if value != 0 and not SMALL <= abs(value) < LARGE:
+        return f"{value:.2e}"
+    return f"{value:.3g}"
+
+
 def fit_rows(fits: list[dict]) -> list[list[str]]:
     """One row per group: the seed-mean of y at every x, the slope with its 95% interval, R²."""
     xs = columns(fits)
     rows = []
     for fit in fits:
         means = {point["x"]: point["y_mean"] for point in fit["points"]}
-        values = [f"{means[x]:.3g}" if x in means else "—" for x in xs]
+        values = [value_text(means[x]) if x in means else "—" for x in xs]
         r_squared = "n/a" if fit["r_squared"] is None else f"{fit['r_squared']:.3f}"
         rows.append([group_label(fit), *values, slope_text(fit), r_squared])
     return rows
 
 
 def fit_table(y: str, fits: list[dict]) -> Table:
+    """The fit rows as a rich table whose cells fold onto a second line on a narrow terminal, never cut with an ellipsis."""
     table = Table(title=f"{y} against {fits[0]['x']} (mean over seeds)")
     for header in ["group", *(f"{x:g}" for x in columns(fits)), "slope (95%)", "R²"]:
-        table.add_column(header, justify="left" if header == "group" else "right")
+        table.add_column(header, justify="left" if header == "group" else "right", overflow="fold")
     for row in fit_rows(fits):
         table.add_row(*row)
     return table
@@ -155,6 +168,8 @@ def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ntklab.plots import save_figure
+
     figure, axes = plt.subplots(figsize=(6.4, 4.4), dpi=110)
     lines = []
     for row in sweep.table:
@@ -168,9 +183,9 @@ def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
     axes.set_xscale("symlog", linthresh=1)
     axes.grid(True, alpha=0.3)
     axes.legend()
-    axes.set_title(f"{sweep.name}: ΔK(t) of the outputs during training", parse_math=False)
+    axes.set_title(figure_title(sweep.name, sweep.tags), parse_math=False)
     figure.tight_layout()
-    figure.savefig(path)
+    save_figure(figure, str(path))
     plt.close(figure)
     return lines
 
@@ -225,7 +240,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--presets", default=",".join(DEMO_PRESETS), help="comma-separated preset names")
     args = parser.parse_args()
-    console = Console()
+    console = stdout_console()
     args.out.mkdir(parents=True, exist_ok=True)
     root = Path("var") / "demo"
     shutil.rmtree(root, ignore_errors=True)

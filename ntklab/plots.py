@@ -2,7 +2,10 @@
 
 matplotlib is imported only when a figure is drawn. Figures are built with the
 object-oriented API (no pyplot state), returned, and saved when a path is given; the
-format follows the path's suffix (.png, .svg, .pdf). A sweep's figure is the service's own
+format follows the path's suffix (.png, .svg, .pdf), and a .png is written with a .pdf and
+an .svg of the same figure beside it, for a paper. A job's series are lines (no markers: a
+loss recorded at every step is a thousand points), on log axes where they span more than two
+decades (`DECADES_SPAN`). A sweep's figure is the service's own
 drawing (analysis.fit_figure) of the fits the service returned, chosen as the service's plot
 chooses them: no scipy, no re-fit. Labels are the paper's symbols (analysis/labels.py).
 """
@@ -10,6 +13,7 @@ chooses them: no scipy, no re-fit. Labels are the paper's symbols (analysis/labe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +33,10 @@ JOB_PANELS = (
     ("weight change", "‖w_t − w₀‖", ("weight_change_l2", "weight_change_linf")),
 )
 JOB_SERIES = tuple(name for _, _, names in JOB_PANELS for name in names)
+DECADES_SPAN = 100.0
+"""An axis is logarithmic when its positive values span more than this ratio max / min."""
+VECTOR_FORMATS = (".pdf", ".svg")
+"""Written beside a figure saved as .png."""
 
 
 def _figure(width: float) -> Figure:
@@ -37,32 +45,51 @@ def _figure(width: float) -> Figure:
     return Figure(figsize=(width, 3.6), layout="constrained")
 
 
-def _save(figure: Figure, path: str | None) -> Figure:
+def save_figure(figure: Figure, path: str | None) -> Figure:
+    """Save to `path` (if given) and, when it is a .png, to the same name as .pdf and .svg."""
     if path is not None:
         figure.savefig(path)
+        if Path(path).suffix.lower() == ".png":
+            for suffix in VECTOR_FORMATS:
+                figure.savefig(Path(path).with_suffix(suffix))
     return figure
 
 
+def spans_decades(values: Sequence[np.ndarray]) -> bool:
+    """Whether the finite positive values among `values` span more than DECADES_SPAN (max / min)."""
+    joined = np.concatenate([np.asarray(value, dtype=float).ravel() for value in values]) if values else np.array([])
+    positive = joined[np.isfinite(joined) & (joined > 0)]
+    return positive.size > 1 and positive.max() > DECADES_SPAN * positive.min()
+
+
 def job_figure(metrics: Mapping[str, MetricSeries], *, title: str, path: str | None = None) -> Figure:
-    """Three panels against training step (symlog x, log y): ΔK(t) of the outputs φ(f) and, with a non-linear
-    head, of the logits f; the loss; ‖w_t−w₀‖₂ and ‖w_t−w₀‖_∞. Every line is named in its panel's legend."""
+    """Three panels of lines against training step: ΔK(t) of the outputs φ(f) and, with a non-linear head, of the
+    logits f; the loss; ‖w_t−w₀‖₂ and ‖w_t−w₀‖_∞. Every line is named in its panel's legend; an axis is
+    logarithmic where its data span decades (`log_axes`)."""
     figure = _figure(13.0)
     for axes, (panel_title, y_label, names) in zip(figure.subplots(1, 3), JOB_PANELS):
         for name in names:
             if name in metrics:
                 steps, values = metrics[name]
-                axes.plot(steps, values, marker=".", label=series_label(name))
+                axes.plot(steps, values, "-", label=series_label(name))
         axes.set_title(panel_title, fontsize=9)
         axes.set_xlabel("step")
         axes.set_ylabel(y_label)
-        axes.set_xscale("symlog", linthresh=1)
-        if axes.lines and np.nanmin([np.nanmin(line.get_ydata()) for line in axes.lines]) > 0:
-            axes.set_yscale("log")
+        log_axes(axes)
         if axes.lines:
             axes.legend(fontsize=8)
         axes.grid(True, which="both", alpha=0.3)
     figure.suptitle(title, **PLAIN_TEXT)
-    return _save(figure, path)
+    return save_figure(figure, path)
+
+
+def log_axes(axes: Any) -> None:
+    """Steps on a symlog axis (step 0 stays drawn, linear up to 1) and values on a log axis (zeros, such as
+    ΔK(0) and ‖w₀ − w₀‖, left out) where the drawn lines' positive values span more than DECADES_SPAN."""
+    if spans_decades([line.get_xdata() for line in axes.lines]):
+        axes.set_xscale("symlog", linthresh=1)
+    if spans_decades([line.get_ydata() for line in axes.lines]):
+        axes.set_yscale("log", nonpositive="mask")
 
 
 def sweep_figure(
@@ -76,7 +103,7 @@ def sweep_figure(
     """The service's fits of x (default: the first fit's) drawn as GET /v1/sweeps/{id}/plot draws them, one panel
     per y (only y's when given); nothing is re-fitted. ValueError, naming the fits there are, when none matches."""
     chosen = fits_of([_fit(fit) for fit in fits], x=x, y=y)
-    return _save(fits_figure(chosen, title=title), path)
+    return save_figure(fits_figure(chosen, title=title), path)
 
 
 def fits_of(fits: Sequence[FitResult], *, x: str | None, y: str | None) -> list[FitResult]:

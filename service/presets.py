@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from analysis.figure_titles import PRESET_TITLES
 from api_schemas.sweeps import FitSpec, SweepSpec
 
 Scale = Literal["smoke", "cpu", "paper"]
@@ -190,23 +191,23 @@ def finite_to_infinite(scale: Scale) -> SweepSpec:
 PRESETS: dict[str, Preset] = {
     preset.name: preset
     for preset in (
-        Preset("fig1-width", "Figure 1 (left): ΔK vs width, linear vs softmax vs swish head",
+        Preset("fig1-width", PRESET_TITLES["fig1-width"],
                "ΔK falls like a power of m with a linear head and stays Θ(1) with a non-linear head.", fig1_width,
                theory={"delta_k_max": {"linear head": -0.5, "softmax head": 0.0, "swish head": 0.0}}),
-        Preset("fig1-time", "Figure 1 (right): ΔK(t) during training at one large width",
+        Preset("fig1-time", PRESET_TITLES["fig1-time"],
                "With a non-linear head ΔK(t) grows to Θ(1); with a linear head it stays near 0.", fig1_time),
-        Preset("fig2-bottleneck", "Figure 2: ΔK vs bottleneck width in a wide 3-hidden-layer net",
+        Preset("fig2-bottleneck", PRESET_TITLES["fig2-bottleneck"],
                "A narrow bottleneck keeps the kernel moving; widening it makes ΔK smaller.", fig2_bottleneck),
-        Preset("table1-hessian", "Table 1: model-Hessian norm at init vs width",
+        Preset("table1-hessian", PRESET_TITLES["table1-hessian"],
                "‖H‖ ~ m^-1/2 with a linear head; Θ(1) with a non-linear head or a bottleneck.", table1_hessian,
                theory={"hessian_norm_init": {"linear head": -0.5, "swish head": 0.0, "bottleneck": 0.0}}),
-        Preset("param-check", "Appendix A: ntk vs standard vs meanfield parameterization",
+        Preset("param-check", PRESET_TITLES["param-check"],
                "ntk and standard rescale ‖H‖ and K alike (same ‖H‖/K ∝ m^-1/2); meanfield's ‖H‖/K does not fall.",
                param_check, theory={"hessian_kernel_ratio_init": {"ntk": -0.5, "standard": -0.5, "meanfield": 0.0}}),
-        Preset("lazy-is-not-small", "Section 1: ‖w*−w₀‖₂ = O(1) while ‖w*−w₀‖_∞ = O(1/√m)",
+        Preset("lazy-is-not-small", PRESET_TITLES["lazy-is-not-small"],
                "The weights as a whole move O(1); each single weight moves O(1/√m).", lazy_is_not_small,
                theory={"weight_change_l2": {"all": 0.0}, "weight_change_linf": {"all": -0.5}}),
-        Preset("finite-to-infinite", "Beyond the paper: the tangent kernel's distance from its infinite-width limit Θ∞",
+        Preset("finite-to-infinite", PRESET_TITLES["finite-to-infinite"],
                "‖K(w₀) − Θ∞‖_F / ‖Θ∞‖_F falls like m^-1/2 under ntk and standard parameterization. Under standard "
                "the readout carries tr K ∝ m and the hidden layer Θ(1), so its wide points warn "
                "kernel_dominated_by_group: the physics of that parameterization, as the warning says.", finite_to_infinite,

@@ -10,9 +10,10 @@ every step exactly once. torch is imported in the worker's child process only.
 Memory: before running, the job's estimated peak memory (api_schemas/estimate.py) is checked
 against the device's (worker_memory_budget_bytes, else the GPU's or the machine's memory); a job
 over it fails at once with both numbers (`exceeds_device_memory`). A CPU pool process is limited to
-its size after importing torch plus worker_memory_limit_bytes (RLIMIT_DATA), so a job that still
-outgrows its memory gets a MemoryError, not the kernel's OOM killer: it fails on its first attempt
-as `out_of_memory` with the size that failed, and the same process takes the next job.
+its size after importing torch and running the warm-up job plus worker_memory_limit_bytes
+(RLIMIT_DATA), so a job that still outgrows its memory gets a MemoryError, not the kernel's OOM
+killer: it fails on its first attempt as `out_of_memory` with the size that failed, and the same
+process takes the next job.
 
 Time limits: at `job_time_limit_s` Celery raises SoftTimeLimitExceeded in the task, which
 fails the job. A job stuck where Python cannot raise (inside one long native call) is
@@ -70,11 +71,10 @@ def register(app: Celery, settings: Settings) -> Task:
 def _prepare_child(settings: Settings, **_) -> None:
     """Pay torch's import when the child starts, not when the first job arrives (torch._dynamo too,
     which torch imports on the first optimizer or dispatch mode a job builds: ~0.8 s on the CPU); set
-    its threads (settings.worker_threads, resolved by workers/main.py); then limit its memory."""
+    its threads (settings.worker_threads, resolved by workers/main.py); run a tiny job on its device
+    (workers/engine/warm_up.py), so the first job pays no start-up cost; then limit its memory."""
     import torch
     import torch._dynamo  # noqa: F401
-
-    import workers.engine.run  # noqa: F401
 
     if billiard.current_process().name != "MainProcess":  # a prefork child, not a solo pool's worker itself
         POOL_PROCESS["pid"] = os.getpid()
@@ -83,10 +83,24 @@ def _prepare_child(settings: Settings, **_) -> None:
         torch.set_num_threads(settings.worker_threads)
 
     device = worker_device("auto")
+    warmed = _warmed_up(device.split(" ")[0])
     if settings.worker_memory_limit_bytes and device == "cpu":
         limit = limit_memory(settings.worker_memory_limit_bytes)
         log.info("worker process memory limited to %s (RLIMIT_DATA)", format_bytes(limit))
-    log.info("worker process ready: engine imported, device %s, %d torch threads", device, torch.get_num_threads())
+    log.info("worker process ready: engine imported and %s, device %s, %d torch threads", warmed, device,
+             torch.get_num_threads())
+
+
+def _warmed_up(device: str) -> str:
+    """Run the warm-up job on `device`; what the ready line says of it. A failed warm-up is logged, not fatal: the
+    worker still takes jobs (each fails or succeeds on its own), only the first one pays torch's start-up."""
+    from workers.engine.warm_up import warm_up
+
+    try:
+        return f"warmed up by a tiny job in {warm_up(device):.2f} s"
+    except Exception:
+        log.exception("the warm-up job failed on %s", device)
+        return "not warmed up (the warm-up job failed)"
 
 
 def limit_memory(extra_bytes: int) -> int:

@@ -41,7 +41,8 @@ class Job(wire.Job):
         return self.status in FINISHED
 
     def plot(self, path: str | None = None, *, metrics: dict[str, MetricSeries] | None = None) -> Figure:
-        """One figure of ΔK(t), loss and ‖w−w₀‖ against step; saved to `path` (.png/.svg) if given.
+        """One figure of ΔK(t), loss and ‖w−w₀‖ against step, lines on log axes where the data span decades; saved to
+        `path` (.png, .svg, .pdf) if given, a .png with a .pdf and an .svg beside it.
 
         The series are fetched through the client that returned this job, unless `metrics`
         (the result of `jobs.metrics`) is passed, as it must be for jobs of an AsyncClient.

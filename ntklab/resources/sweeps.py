@@ -46,17 +46,19 @@ class Sweep(wire.Sweep):
     def plot(self, x: str | None = None, y: str | None = None, *, path: str | None = None) -> Figure:
         """The service's fits against x on log–log axes, drawn as GET /v1/sweeps/{id}/plot draws them: one
         panel per y, per group its seed-averaged points ± std, its line y = e^intercept · x^slope named by
-        the group with slope and R², and the theory's slope dashed where the fit carries one; titled with
-        the sweep's name.
+        the group with slope and R², and the theory's slope dashed where the fit carries one; titled in
+        words for a preset's sweep ("Figure 1 (left): ΔK vs width, … (cpu scale)"), else with the sweep's name.
 
         Nothing is re-fitted here: the figure is `fits` as the service returned them. x defaults to
         the first fit's, y to every y fitted against it; a pair the sweep asked no fit for raises
         ValueError naming the fits it has, and `client.sweeps.plot_image(id, x=..., y=...)` has the
-        service fit and draw any pair. Saved to `path` (.png, .svg, .pdf) if given.
+        service fit and draw any pair. Saved to `path` (.png, .svg, .pdf) if given, a
+        .png with a .pdf and an .svg beside it.
         """
+        from analysis.figure_titles import figure_title
         from ntklab.plots import sweep_figure
 
-        return sweep_figure(self.fits, x=x, y=y, title=self.name or self.id, path=path)
+        return sweep_figure(self.fits, x=x, y=y, title=figure_title(self.name, self.tags) or self.id, path=path)
 
 
 class SweepSummary(wire.SweepSummary):

@@ -59,6 +59,41 @@ def test_job_plot_shows_delta_k_of_the_logits_beside_the_outputs_for_a_nonlinear
     assert [axes.get_ylabel() for axes in figure.axes] == ["ΔK(t)", "loss", "‖w_t − w₀‖"]
 
 
+def test_job_plot_draws_lines_and_takes_log_axes_where_the_data_span_decades():
+    """1,181 recorded steps are one line per series, no markers; the loss spans 5 decades (log), ΔK and ‖w−w₀‖ one
+    (linear, their zeros at step 0 drawn); steps 1…1180 span 3 decades (symlog), 0…50 do not (linear)."""
+    steps = np.arange(1181)
+    metrics = {
+        "delta_k": MetricSeries(steps, 0.5 * (1 - np.exp(-steps / 10))),
+        "loss": MetricSeries(steps, np.exp(-steps / 100)),
+        "weight_change_l2": MetricSeries(steps, 1e-2 * np.sqrt(steps)),
+    }
+    figure = _job().plot(metrics=metrics)
+    lines = [line for axes in figure.axes for line in axes.lines]
+    assert len(lines) == 3 and all(line.get_marker() == "None" and line.get_linestyle() == "-" for line in lines)
+    assert [axes.get_xscale() for axes in figure.axes] == ["symlog"] * 3
+    assert [axes.get_yscale() for axes in figure.axes] == ["linear", "log", "linear"]
+    short = _job().plot(metrics={name: MetricSeries(series.step[:51], series.value[:51]) for name, series in metrics.items()})
+    assert [axes.get_xscale() for axes in short.axes] == ["linear"] * 3
+
+
+def test_a_png_is_saved_with_a_pdf_and_an_svg_beside_it(tmp_path):
+    steps = np.array([0, 1, 10])
+    _job().plot(str(tmp_path / "job.png"), metrics={"loss": MetricSeries(steps, np.array([1.0, 0.5, 0.1]))})
+    _sweep(FITS).plot(path=str(tmp_path / "sweep.png"))
+    for stem in ("job", "sweep"):
+        assert (tmp_path / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert b"<svg" in (tmp_path / f"{stem}.svg").read_bytes()[:500]
+    _job().plot(str(tmp_path / "only.svg"), metrics={"loss": MetricSeries(steps, np.array([1.0, 0.5, 0.1]))})
+    assert sorted(path.name for path in tmp_path.iterdir() if path.stem == "only") == ["only.svg"]
+
+
+def test_a_preset_sweeps_figure_is_titled_in_words_another_sweep_by_its_name():
+    preset = _sweep(FITS).model_copy(update={"name": "fig1-width (cpu)", "tags": ["preset", "fig1-width"]})
+    assert preset.plot().get_suptitle() == "Figure 1 (left): ΔK vs width, linear vs softmax vs swish head (cpu scale)"
+    assert _sweep(FITS).plot().get_suptitle() == "width"
+
+
 def test_unbound_job_needs_metrics():
     with pytest.raises(TypeError, match="metrics="):
         _job().plot()

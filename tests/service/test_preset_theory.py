@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from analysis.labels import group_label
 from analysis.sweep_table import get_path
-from ntklab.plots import sweep_figure
+from ntklab.resources.sweeps import Sweep
 from service.grid import expand_grid
 from service.presets import PRESETS
 from store.models import Job
@@ -78,17 +78,18 @@ def test_a_theory_slope_out_of_range_is_a_422_naming_the_field(client):
 
 
 def test_the_services_plot_and_the_sdks_figure_are_the_same_drawing(client, db):
-    """Same pixels: GET /v1/sweeps/{id}/plot and sweep_figure() of that sweep's fits, both titled with its name."""
+    """Same pixels: GET /v1/sweeps/{id}/plot and the SDK's sweep.plot() of that sweep, both titled with the preset's
+    title in words."""
     created = client.post("/v1/presets/fig1-width", json={"scale": "smoke"}).json()
     _finish_fig1(db, created["id"])
     sweep = client.get(f"/v1/sweeps/{created['id']}").json()
     served = client.get(f"/v1/sweeps/{created['id']}/plot", params={"format": "png"}).content
-    figure = sweep_figure(sweep["fits"], title=sweep["name"])
+    figure = Sweep.model_validate(sweep).plot()
     drawn = io.BytesIO()
     figure.savefig(drawn, format="png")
     assert served == drawn.getvalue()
     (axes,) = figure.axes
-    assert figure.get_suptitle() == "fig1-width (smoke)"
+    assert figure.get_suptitle() == "Figure 1 (left): ΔK vs width, linear vs softmax vs swish head (smoke scale)"
     assert (axes.get_xlabel(), axes.get_ylabel()) == ("width m", "ΔK")
     theory_lines = [line.get_label() for line in axes.lines if line.get_linestyle() == "--"]
     assert theory_lines == [f"{group}: theory slope {slope:+.2f}" for group, slope in THEORY_SLOPES.items()]

@@ -1,9 +1,11 @@
-"""A real worker process: its torch threads follow NTKLAB_WORKER_THREADS, and a job's timings include storing it."""
+"""A real worker process: it warms up with a tiny job before it is ready, its torch threads follow
+NTKLAB_WORKER_THREADS, and a job's timings include storing it."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 
 import pytest
 
@@ -41,6 +43,13 @@ def test_the_worker_runs_torch_on_the_threads_it_was_given_and_times_storing(liv
     assert sum(timings.values()) == pytest.approx(wall, rel=0.05)
     ran = dt.datetime.fromisoformat(job["finished_at"]) - dt.datetime.fromisoformat(job["started_at"])
     assert wall <= ran.total_seconds() + 0.5  # finished_at is stamped before the outcome is written
+
+
+@pytest.mark.parametrize("live_stack", ["sqlite+filesystem"], indirect=True)
+def test_the_worker_runs_a_tiny_job_at_start_before_it_says_it_is_ready(live_stack: LiveStack):
+    """The warm-up (workers/engine/warm_up.py) ran in the pool process and succeeded: the ready line says so."""
+    ready = re.search(r"worker process ready: engine imported and (.*?), device cpu", (live_stack.logs / "worker0.log").read_text())
+    assert ready is not None and re.fullmatch(r"warmed up by a tiny job in \d+\.\d\d s", ready[1]), ready
 
 
 def test_the_setting_wins_then_omp_num_threads_then_the_cores_owned(monkeypatch):

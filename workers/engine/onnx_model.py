@@ -41,6 +41,8 @@ nodes), the others `weights.<initializer name, non-word characters as _>`;
 `net.parameter_sources[name] = (initializer, transposed)` names the initializer each trainable
 parameter holds and whether it holds its transpose (MatMul by B, Gemm without transB); under
 ntk or mup a layer's weight holds the initializer divided by the layer's multiplier m.
+`net.initializer_views()` are the parameters under those names and in those shapes (saved
+weights use them: workers/engine/artifacts.py).
 Running statistics of a batch norm
 (api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
 nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
@@ -117,7 +119,18 @@ class OnnxNetwork(nn.Module):
         self.steps: list[Step] = []
         _Converter(self, graph, dtype, device, checkpoint).convert()
         reparameterize_(self.layers, self.steps, self.parameterization)
+        sources = {source for source, _ in self.parameter_sources.values()}
+        self._source_shapes = {t.name: tuple(t.dims) for t in graph.initializer if t.name in sources}
         self.to(device=device)
+
+    def initializer_views(self) -> dict[str, Tensor]:
+        """Each parameter under the name of the initializer it holds (an export's names: torch.onnx.export names
+        them as the module's state_dict does), as a view shaped as that initializer: a weight held transposed
+        (MatMul by B, Gemm without transB) transposed back, a 1-D convolution's [C', C, 1, k] as [C', C, k].
+        Writing into a view writes the parameter."""
+        params = dict(self.named_parameters())
+        return {source: (params[name].T if transposed else params[name]).view(self._source_shapes[source])
+                for name, (source, transposed) in self.parameter_sources.items()}
 
     # ---- tensors by ONNX name
 

@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from analysis import sweep_table
 from analysis.fit_figure import chosen_fits
+from analysis.figure_titles import figure_title
 from analysis.sweep_plot import MEDIA_TYPES, render_fits
 from analysis.sweep_table import fit_results
 from api_schemas import problems as types
@@ -147,12 +148,13 @@ def plot_sweep(
     format: Annotated[Literal["png", "svg"], Query()] = "png",
 ) -> Response:
     """The fits the SDK's `sweep.plot(x, y)` draws (analysis.fit_figure.chosen_fits: with y left out, one panel per
-    y of that x), in the same drawing, titled with the sweep's name."""
+    y of that x), in the same drawing, titled with the preset's title in words for a preset's sweep, else the sweep's name."""
     sweep = _owned_sweep(session, scope, sweep_id)
     specs = _plotted_fits(sweep, x, y)
     rows = _succeeded_rows(session, sweep)
     fits = [result for spec in specs for result in fit_results(rows, spec)]
-    image = render_fits(fits, title=sweep.name or sweep.id, x=specs[0].x, y=specs[0].y, fmt=format)
+    title = figure_title(sweep.name, sweep.spec.get("tags", [])) or sweep.id
+    image = render_fits(fits, title=title, x=specs[0].x, y=specs[0].y, fmt=format)
     return Response(image, media_type=MEDIA_TYPES[format])
 
 

@@ -68,7 +68,8 @@ class EstimateRates(Resource):
 
     `source` is "default" for the shipped calibration (bench/bench_time_estimate.py on one CPU core of the
     reference machine, docs/benchmarks.md, "Time estimate"), "settings" when this deployment set
-    estimate_flops_per_s or estimate_seconds_per_op; no worker reports a measured throughput.
+    estimate_flops_per_s or estimate_seconds_per_op. These rates are not learnt from finished jobs: the dry run's
+    `by_worker_class` shows the estimate calibrated by measured throughput beside them.
     """
 
     flops_per_s: float

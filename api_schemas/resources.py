@@ -68,7 +68,8 @@ class EstimateRates(Resource):
 
     `source` is "default" for the shipped calibration (bench/bench_time_estimate.py on one CPU core of the
     reference machine, docs/benchmarks.md, "Time estimate"), "settings" when this deployment set
-    estimate_flops_per_s or estimate_seconds_per_op; no worker reports a measured throughput.
+    estimate_flops_per_s or estimate_seconds_per_op. These rates are not learnt from finished jobs: the dry run's
+    `by_worker_class` shows the estimate calibrated by measured throughput beside them.
     """
 
     flops_per_s: float
@@ -108,15 +109,47 @@ class EstimateCap(Resource):
     value: float
 
 
+class CalibratedPhase(Resource):
+    """One phase of a worker class's calibrated estimate: seconds = factor × the phase's seconds at `rates`.
+
+    factor is the median, over the class's recent succeeded jobs that ran the phase, of measured / estimated
+    seconds (training per step run: (timings.training / steps) / (time.training / max_steps)). A phase with
+    no factor (null) keeps its seconds at `rates`: either no recent job of the class ran it, or its measured
+    time does not compare with its estimate (`note` says which).
+    """
+
+    name: str
+    seconds: float
+    factor: float | None = Field(description="median measured / estimated seconds; null: uncalibrated")
+    jobs: int = Field(description="the jobs the median is of")
+    note: str | None = None
+
+
+class WorkerClassEstimate(Resource):
+    """The estimate calibrated by one worker class's measured throughput (its jobs' `device` before any index:
+    "cpu", "cuda")."""
+
+    worker_class: str
+    devices: list[str] = Field(description="the devices of the jobs it rests on")
+    jobs: int = Field(description="the class's recent succeeded jobs read (at most the calibration window)")
+    seconds: float = Field(description="Σ phases' seconds: calibrated where a factor is, else at `rates`")
+    phases: list[CalibratedPhase] = Field(description="every time term, largest first")
+
+
 class JobDryRun(JobEstimate):
     """POST /v1/jobs?dry_run=true: the estimate the job would carry, and the caps it was checked against.
 
     The spec passed every check a submission makes (validation, uploads, caps), so every value is within its
-    limit; a spec over a cap is the submission's 422. Nothing was stored or queued.
+    limit; a spec over a cap is the submission's 422. Nothing was stored or queued. `by_worker_class` is the
+    same estimate calibrated from each worker class's recent succeeded jobs (empty before any has finished;
+    `calibration` says what it rests on); the caps are checked at `rates`, never at a calibration.
     """
 
     parameters: int = Field(description="trainable parameters, as the job would be stored with")
     caps: list[EstimateCap]
+    by_worker_class: dict[str, WorkerClassEstimate] = Field(
+        default_factory=dict, description="worker class → the estimate calibrated by its measured throughput")
+    calibration: str = Field(default="", description="what by_worker_class rests on, or why it is empty")
 
 
 class Job(Resource):

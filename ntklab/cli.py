@@ -248,23 +248,38 @@ def submit(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key:
 
 
 def _show_estimate(estimate, as_json: bool) -> None:
-    """A dry run for people: the phases by estimated seconds and their total, then the peak memory, the
-    rates and where they come from, and each estimate cap with the share of it used."""
+    """A dry run for people: the phases by estimated seconds and their total, with a column per worker class
+    calibrated by its measured throughput (seconds and the factor; "rates" where a phase is uncalibrated), then
+    the peak memory, the rates and where they come from, what the calibration rests on, and each estimate cap
+    with the share of it used."""
     if as_json:
         _emit(estimate.model_dump(mode="json"))
         return
     from api_schemas.estimate import format_bytes
 
-    table = Table("phase", "seconds", "FLOPs", "operations", title="estimate (nothing submitted)")
+    classes = estimate.by_worker_class
+    table = Table("phase", "seconds", *(f"{name} s (× factor)" for name in classes), "FLOPs", "operations",
+                  title="estimate (nothing submitted)")
+    calibrated = {name: {phase.name: phase for phase in worker.phases} for name, worker in classes.items()}
     for phase in estimate.phases:
-        table.add_row(phase.name, f"{phase.seconds:.3g}", f"{phase.flops:.3g}", f"{phase.operations:.3g}")
+        cells = []
+        for name in classes:
+            found = calibrated[name].get(phase.name)
+            cells.append("" if found is None else f"{found.seconds:.3g} "
+                         + ("(rates)" if found.factor is None else f"(×{found.factor:.2g})"))
+        table.add_row(phase.name, f"{phase.seconds:.3g}", *cells, f"{phase.flops:.3g}", f"{phase.operations:.3g}")
     table.add_section()
-    table.add_row("total", f"{estimate.seconds:.3g}", f"{estimate.flops:.3g}", "")
+    table.add_row("total", f"{estimate.seconds:.3g}", *(f"{worker.seconds:.3g}" for worker in classes.values()),
+                  f"{estimate.flops:.3g}", "")
     stdout_console().print(table)
     rates = estimate.rates
     _say(f"peak memory {format_bytes(estimate.memory_bytes)}, {estimate.parameters} trainable parameters", False)
     _say(f"rates {rates.flops_per_s:.3g} FLOP/s and {rates.seconds_per_op:.3g} s per operation, {rates.source}: "
          f"{rates.detail}", False)
+    for name, worker in classes.items():
+        _say(f"{name}: calibrated by {worker.jobs} succeeded jobs on {', '.join(worker.devices)}", False)
+    if estimate.calibration:
+        _say(f"calibration: {estimate.calibration}", False)
     for cap in estimate.caps:
         _say(f"{cap.setting}: {cap.value:.4g} of {cap.limit:.4g} ({100 * cap.value / cap.limit:.2g} %)", False)
 

@@ -112,6 +112,8 @@ class Job(Base):
         # and find its latest start without reading the owner's finished history
         Index("ix_jobs_owner_status", "owner", "status"),
         Index("ix_jobs_owner_started_at", "owner", "started_at"),
+        # the dry run's calibration reads each worker class's newest succeeded jobs (store/throughput.py)
+        Index("ix_jobs_status_device_finished_at", "status", "device", "finished_at"),
     )
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

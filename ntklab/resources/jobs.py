@@ -58,7 +58,9 @@ class Job(wire.Job):
 
 class JobDryRun(wire.JobDryRun):
     """What `jobs.estimate` returns (api_schemas.resources.JobDryRun): the job's memory, FLOPs and seconds per
-    phase at the service's rates (`rates`, with their source) and the caps it is within; nothing was submitted."""
+    phase at the service's rates (`rates`, with their source) and the caps it is within, and `by_worker_class`: the
+    same phases calibrated by each worker class's measured throughput (empty before any job succeeded); nothing
+    was submitted."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -78,3 +78,28 @@ def test_cli_prints_the_phases_and_their_seconds(url, tmp_path):
     bad.write_text("model:\n  hidden: [0]\n")
     refused = run_cli(url, str(bad))
     assert refused.returncode == 2 and "model.hidden.0" in refused.stderr
+
+
+def test_cli_shows_each_worker_class_calibrated_column(url, app, tmp_path):
+    """A cpu job finished at twice its estimated training pace: a "cpu" column whose training is 2× the rates'."""
+    from store.job_store import JobStore
+
+    with Client(url, max_retries=0) as client:
+        job = client.jobs.create(SPEC)
+        estimated = client.jobs.retrieve(job.id).estimate.time
+        store = JobStore(app.state.sessions)
+        claim = store.claim(job.id, worker="w0", device="cuda:0")
+        store.finish(claim, "succeeded", summary={"steps": 200, "outcome": "max_steps",
+                                                  "timings": {"training": 2 * estimated["training"]}})
+        expected = client.jobs.estimate(SPEC)
+    cuda = expected.by_worker_class["cuda"]
+    training = next(phase for phase in cuda.phases if phase.name == "training")
+    assert training.factor == pytest.approx(2.0) and cuda.jobs == 1
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    shown = run_cli(url, str(spec))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    rows = {line.split("│")[1].strip(): line for line in shown.stdout.splitlines() if line.count("│") == 6}
+    assert "cuda s" in shown.stdout and set(expected.time) | {"total"} <= set(rows)
+    assert f"{training.seconds:.3g} (×2)" in rows["training"] and f"{cuda.seconds:.3g}" in rows["total"]
+    assert "(rates)" in rows["hessian"] and "cuda: calibrated by 1 succeeded jobs on cuda:0" in shown.stdout

@@ -108,13 +108,14 @@ def create_job(
     """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final.
 
     With `dry_run=true`, the same validation and caps, then the job's estimate (200, JobDryRun): memory, FLOPs
-    and seconds per phase at this deployment's rates. Nothing is stored or queued; the Idempotency-Key and the
+    and seconds per phase at this deployment's rates, and per worker class calibrated by its recent succeeded jobs' measured
+    phase timings. Nothing is stored or queued; the Idempotency-Key and the
     queued-jobs quota are not consulted.
     """
     key = check_key(idempotency_key)
     spec = resolve_uploads(spec, session, owner)
     if dry_run_:
-        answer = dry_run(spec, check_spec_caps(spec, settings), settings)
+        answer = dry_run(spec, check_spec_caps(spec, settings), settings, session)
         return FiniteJSONResponse(answer.model_dump(mode="json"))
     document = spec.model_dump(mode="json")
     digest = spec_hash(document)

@@ -51,7 +51,8 @@ other models)
                  one forward and backward pass per step, the fixed nodes once per pass
     constants    an ONNX model's folding FLOPs: its constant subgraphs computed once, at conversion
     kernel       h·(runs)·kernel_cost_model FLOPs of the method at n_p points + (4/3)(nO)³ per spectrum
-    hessian      runs·P_h·O·(3F + iterations·(6F + 8p) + 4·iterations²·p)    P_h = min(hessian.probe_points, n_p)
+    hessian      runs·P_h·O_h·(3F + iterations·(6F + 8p) + 4·iterations²·p)    P_h = min(hessian.probe_points, n_p),
+                 O_h = min(hessian.outputs, O) (O when null)
     path         per scheduled step: 3·n_p·F (linearization error) + 4p (weight change)
     infinite_width  n_p²·pair + n_p·point (limit_cost.py: window sums, closed forms or Mehler's series of
                  at most 1024 terms, the Hermite coefficients by every rule) + (4/3)n_p³ (λ_min(Θ∞)), plus the
@@ -82,7 +83,7 @@ framework operations a term dispatches whatever their size, in forward passes of
                  rule): structured (1 + 2O)·D + 10·O per covered layer + ⌈(k+1)/2·n_p/m⌉ vmapped chunks of
                  (1 + 2O)·D for the fallback (kernel_cost_model's panels), jacobian (1 + 2O)·D, ntk_vp
                  D·(1 + 3·⌈n_p·O / block⌉)
-    hessian      runs·iterations·(⌈P_h·O / A⌉·30·D + 30·P_h·O)   per Lanczos step one vmapped HVP call per A =
+    hessian      runs·iterations·(⌈P_h·O_h / A⌉·30·D + 30·P_h·O_h)   per Lanczos step one vmapped HVP call per A =
                  max(1, ⌊(B/2) / (8·p·(iterations + 2))⌋) runs advanced together (the bases half the budget holds;
                  workers/engine/hessian.py), ≈ 30 forward passes' operations through torch.func (measured 33 on a
                  64-layer mlp), and each run's own step; its FLOPs run memory-bound (per-point matrix-vector
@@ -123,7 +124,7 @@ from api_schemas.kernel_cost_model import (
     passes,
 )
 from api_schemas.limit_cost import limit_cost
-from api_schemas.spec import JobSpec, KernelDiagnostics, input_dim
+from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics, input_dim
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATE = {"gd": 0, "sgd": 0, "momentum": 1, "adam": 2}
@@ -254,9 +255,9 @@ def _sizes(spec: JobSpec, prof: ForwardProfile) -> _Sizes:
     minibatch = training.optimizer != "gd" and training.batch_size is not None and training.batch_size < n
     kernel = spec.diagnostics.kernel or KernelDiagnostics()
     steps = training.max_steps
-    scheduled = min(kernel.points, steps) if kernel.schedule == "log" else steps // kernel.every
+    scheduled = min(kernel.log_points(steps), steps) if kernel.schedule == "log" else steps // kernel.every
     return _Sizes(
-        n=n, batch=training.batch_size if minibatch else n, probe=spec.data.probe_n(), outputs=prof.outputs,
+        n=n, batch=training.batch_size if minibatch else n, probe=spec.probe_n(), outputs=prof.outputs,
         heads=2 if spec.model.output_activation != "identity" else 1, itemsize=ITEMSIZE[spec.dtype], steps=steps,
         runs=1 + scheduled + 1,
     )
@@ -373,7 +374,7 @@ def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cos
         runs = len(at & {"init", "final"}) + (s.runs if "schedule" in at else 0)
         it = hessian_spec.iterations
         per_output = 3 * F + it * (6 * F + 8 * p) + 4 * it * it * p
-        hessian = runs * min(hessian_spec.probe_points, s.probe) * O * per_output
+        hessian = runs * min(hessian_spec.probe_points, s.probe) * hessian_outputs(hessian_spec, O) * per_output
     path = s.runs * (3 * s.probe * F * spec.diagnostics.linearization_error + 4 * p * spec.diagnostics.weight_change)
     return (
         Term("training", training, f"{s.steps} steps × 3·B·F with B = {s.batch} examples of F = {prof.flops + prof.saved:.3g} FLOPs"
@@ -420,13 +421,18 @@ def _limit_and_curvature_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) ->
     )
 
 
+def hessian_outputs(wanted: HessianDiagnostics, outputs: int) -> int:
+    """O_h: the outputs per probe point the model Hessian measures, of the model's O."""
+    return min(wanted.outputs or outputs, outputs)
+
+
 def spectrum_hvps(spec: JobSpec) -> int:
     """HVPs of diagnostics.hessian_spectrum at most (every Lanczos run to lanczos_steps): |at|·H·R·S with
     H = points·O Hessians of the model or 1 of the loss, R = probes + parameter groups (with block_norms)."""
     wanted = spec.diagnostics.hessian_spectrum
     if wanted is None:
         return 0
-    hessians = 1 if wanted.of == "loss" else min(wanted.points, spec.data.probe_n()) * (spec.model.output_dim or 1)
+    hessians = 1 if wanted.of == "loss" else min(wanted.points, spec.probe_n()) * (spec.model.output_dim or 1)
     runs = wanted.probes + (_parameter_groups(spec) if wanted.block_norms else 0)
     return len(wanted.at) * hessians * runs * wanted.lanczos_steps
 
@@ -461,7 +467,7 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
     if wanted is not None:
         at = set(wanted.at)
         runs = len(at & {"init", "final"}) + (s.runs if "schedule" in at else 0)
-        lanczos_runs = min(wanted.probe_points, s.probe) * O
+        lanczos_runs = min(wanted.probe_points, s.probe) * hessian_outputs(wanted, O)
         together = max(1, (MEMORY_BUDGET_BYTES // 2) // (8 * prof.trainable * (min(wanted.iterations, prof.trainable) + 2)))
         hessian = runs * wanted.iterations * (math.ceil(lanczos_runs / together) * HVP_PASSES * D + LANCZOS_STEP_OPS * lanczos_runs)
     path = s.runs * (D + JVP_PASSES * D * diagnostics.linearization_error + 4 * W * diagnostics.weight_change + STEP_OPS)

@@ -202,10 +202,18 @@ class ModelSpec(Strict):
 # --------------------------------------------------------------------------- data
 
 
+DEFAULT_PROBE_POINTS = 64
+DEFAULT_PROBE_ROWS = 256
+"""The default probe set's size: at most 64 points and at most 256 kernel rows n·O (10 outputs: 25 points)."""
+
+
 class ProbeSpec(Strict):
     """The probe set x₁…x_n on which K and H are measured: the first n training points."""
 
-    n: int | None = Field(default=None, ge=1, le=100_000, description="default: min(64, n_train)")
+    n: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="default: min(64, n_train, ⌊256 / O⌋) for O outputs, so that the kernel has at most 256 rows",
+    )
 
 
 class DataCommon(Strict):
@@ -215,8 +223,11 @@ class DataCommon(Strict):
     def n_points(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def probe_n(self) -> int:
-        return self.probe.n if self.probe.n is not None else min(64, self.n_points())
+    def probe_n(self, outputs: int | None = 1) -> int:
+        """probe.n, or the default for a model of `outputs` outputs (ProbeSpec)."""
+        if self.probe.n is not None:
+            return self.probe.n
+        return max(1, min(DEFAULT_PROBE_POINTS, self.n_points(), DEFAULT_PROBE_ROWS // (outputs or 1)))
 
     @model_validator(mode="after")
     def _probe_within_data(self):
@@ -424,13 +435,29 @@ class TrainingSpec(Strict):
 # --------------------------------------------------------------------------- diagnostics
 
 
+STEPS_PER_DEFAULT_POINT = 50
+DEFAULT_POINTS_RANGE = (8, 50)
+"""The log schedule's default: one point per 50 training steps, at least 8 and at most 50."""
+
+
 class KernelDiagnostics(Strict):
     """Tangent kernel K(w_t) on the probe set, recorded on a schedule of steps."""
 
     schedule: Literal["log", "every"] = "log"
-    points: int = Field(default=50, ge=2, le=10_000, description="log schedule: number of log-spaced steps")
+    points: int | None = Field(
+        default=None, ge=2, le=10_000,
+        description="log schedule: number of log-spaced steps; default min(50, max(8, ⌈max_steps / 50⌉)), so that "
+                    "a short run is not measured more often than it trains",
+    )
     every: int | None = Field(default=None, ge=1, le=MAX_STEPS, description="every schedule: record every N steps")
     method: Literal["auto", "structured", "jacobian", "ntk_vp"] = "auto"
+
+    def log_points(self, max_steps: int) -> int:
+        """The log schedule's `points`, or its default for a run of max_steps steps."""
+        if self.points is not None:
+            return self.points
+        low, high = DEFAULT_POINTS_RANGE
+        return min(high, max(low, math.ceil(max_steps / STEPS_PER_DEFAULT_POINT)))
 
     @field_validator("every")
     @classmethod
@@ -441,18 +468,26 @@ class KernelDiagnostics(Strict):
 
 
 class HessianDiagnostics(Strict):
-    """Top-k eigenvalues of the model Hessian ∇²_w f_a(w; x_i) with error bounds, per probe point and output
-    (Lanczos on batched Hessian-vector products; a dense eigendecomposition when p ≤ iterations)."""
+    """Top-k eigenvalues of the model Hessian ∇²_w f_a(w; x_i) with error bounds, per probe point and measured
+    output (Lanczos on batched Hessian-vector products; a dense eigendecomposition when p ≤ iterations).
+
+    The defaults measure hessian_norm = max over the first 4 probe points of ‖∇²_w f_0(w; x_i)‖₂, the first
+    output's, certified to 10⁻³ relative: a few dozen products per point (docs/diagnostics.md, "Model Hessian")."""
 
     at: list[Literal["init", "final", "schedule"]] = Field(default_factory=lambda: ["init", "final"], max_length=3)
     top_k: int = Field(default=1, ge=1, le=20)
-    probe_points: int = Field(default=4, ge=1, le=256)
+    probe_points: int = Field(default=4, ge=1, le=256, description="the first `probe_points` probe points")
+    outputs: int | None = Field(
+        default=1, ge=1, le=10_000,
+        description="the first `outputs` outputs a of each probe point (null: every output); each costs a Lanczos run",
+    )
     iterations: int = Field(
         default=100, ge=4, le=500, description="cap on Lanczos steps (Hessian-vector products) per point and output"
     )
     tolerance: float = Field(
-        default=1e-6, ge=0, le=1,
-        description="a run stops once each top-k Ritz value θ has residual bound ≤ tolerance·|θ| (0: run to the cap)",
+        default=1e-3, ge=0, le=1,
+        description="relative: a run stops once each top-k Ritz value θ has residual bound ≤ tolerance·|θ| "
+                    "(0: run to the cap); 10⁻³ certifies in 13–33 products on the networks of docs/benchmarks.md",
     )
 
 
@@ -601,6 +636,11 @@ class JobSpec(Strict):
                 f"(data.n_train × outputs); the limit is {MAX_LOSS_KERNEL_ROWS}"
             )
         return diagnostics
+
+    def probe_n(self) -> int:
+        """The probe set's size: data.probe.n, or its default for the model's output width O (ProbeSpec)."""
+        stored = self.model.stored.output_dim if self.model.stored is not None else None
+        return self.data.probe_n(self.model.output_dim or stored or 1)
 
     def image_shape(self) -> tuple[int, int, int] | None:
         """(C, H, W) of a convolutional model's input, or None for flat inputs."""

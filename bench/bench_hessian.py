@@ -96,7 +96,8 @@ def old_model_hessian(net, x_probe, *, of="outputs", top_k=1, iterations=32, **_
 
 def sequential_fixed_steps(net, x_probe, *, of: str, top_k: int, iterations: int) -> HessianReport:
     model = FlatModel(net, of)
-    runs = Runs(x_probe, model.output_dim(x_probe[0]), model.w)
+    width = model.output_dim(x_probe[0])
+    runs = Runs(x_probe, width, width, model.w)
     gradient = grad(model.picked)
     generator = torch.Generator().manual_seed(0)
     ritz, grad_norms = [], []

@@ -12,7 +12,9 @@ summary.timings shows its wall time only.
 
 Jobs: quickstart = examples/quickstart.json; resnet = the issue-14 resnet (conv blocks, width 8,
 digits, 10 outputs, 200 steps, Hessian at 4 probe points); table1 = the Table-1 preset's job at
-m = 10⁴; cnn10 = a cnn with 10 outputs, Hessian at 4 probe points; preset:NAME = every job of
+m = 10⁴; cnn10 = a cnn with 10 outputs, Hessian at 4 probe points; cnn154k = issue 26's newcomer job, a
+154,121-parameter 3-layer cnn on digits (10 classes) trained by 300 full-batch Adam steps on cross-entropy
+with the spec's default diagnostics (what "defaults never dominate" is measured on); preset:NAME = every job of
 that preset's sweep at `--scale` (service/presets.py), run one after another (their specs as
 the grid set them, so a baseline that lacks a newer field refuses them).
 
@@ -60,6 +62,13 @@ JOBS: dict[str, dict] = {
         "diagnostics": {"kernel": {"points": 20}, "hessian": {"at": ["init", "final"], "probe_points": 4}},
         "device": "cpu",
     },
+    "cnn154k": {
+        "seed": 0,
+        "data": {"kind": "builtin", "name": "digits"},
+        "model": {"kind": "cnn", "hidden": [48, 72, 95], "readout": "flatten"},
+        "training": {"optimizer": "adam", "loss": "cross_entropy", "lr": 1e-3, "max_steps": 300, "target_loss": None},
+        "device": "cpu",
+    },
 }
 
 CHILD = """
@@ -71,7 +80,7 @@ from workers.engine.run import run
 specs = [JobSpec.model_validate(document) for document in json.loads(sys.argv[1])]
 calls = []
 for _ in range({repeats}):
-    wall, timings, steps = 0.0, {{}}, 0
+    wall, timings, steps, warnings = 0.0, {{}}, 0, []
     for spec in specs:
         started = time.perf_counter()
         result = run(spec)
@@ -79,10 +88,11 @@ for _ in range({repeats}):
         for phase, seconds in (result.summary.get("timings") or {{}}).items():
             timings[phase] = timings.get(phase, 0.0) + seconds
         steps += result.summary["steps"]
-    calls.append((wall, timings or None, steps))
+        warnings += [warning.code for warning in getattr(result, "warnings", [])]
+    calls.append((wall, timings or None, steps, warnings))
 calls.sort(key=lambda call: call[0])
-wall, timings, steps = calls[len(calls) // 2]
-print(json.dumps({{"wall": wall, "timings": timings, "steps": steps}}))
+wall, timings, steps, warnings = calls[len(calls) // 2]
+print(json.dumps({{"wall": wall, "timings": timings, "steps": steps, "warnings": warnings}}))
 """
 
 
@@ -110,15 +120,24 @@ def measure(root: Path, specs: list[dict], repeats: int, threads: int) -> dict:
 
 
 def table(rows: list[tuple[str, dict, dict | None]]) -> str:
-    head = ["job", "steps", *PHASES, "Σ phases", "wall (s)", "baseline wall (s)", "old / new"]
+    head = ["job", "steps", *PHASES, "Σ phases", "wall (s)", "warnings", "baseline wall (s)", "baseline warnings", "old / new"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for job, new, old in rows:
         timings = new["timings"] or {}
         cells = [str(new["steps"]), *(f"{timings.get(phase, 0.0):.2f}" for phase in PHASES)]
-        cells += [f"{sum(timings.values()):.2f}", f"{new['wall']:.2f}"]
-        cells += [f"{old['wall']:.2f}", f"{old['wall'] / new['wall']:.2f}×"] if old else ["—", "—"]
+        cells += [f"{sum(timings.values()):.2f}", f"{new['wall']:.2f}", codes(new)]
+        cells += [f"{old['wall']:.2f}", codes(old), f"{old['wall'] / new['wall']:.2f}×"] if old else ["—", "—", "—"]
         lines.append(f"| {job} | " + " | ".join(cells) + " |")
+        if old and old["timings"]:
+            phases = [f"{old['timings'].get(phase, 0.0):.2f}" for phase in PHASES]
+            lines.append(f"| {job} (baseline) | {old['steps']} | " + " | ".join(phases)
+                         + f" | {sum(old['timings'].values()):.2f} | {old['wall']:.2f} | {codes(old)} | — | — | — |")
     return "\n".join(lines)
+
+
+def codes(measured: dict) -> str:
+    """The run's warning codes, or — (none, or a baseline too old to report them)."""
+    return ", ".join(sorted(set(measured.get("warnings") or []))) or "—"
 
 
 STEP_CASES = (

@@ -79,7 +79,7 @@ def _data_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
     points_field = "data.x" if isinstance(data, InlineData) else "data.n_train"
     violations = [
         *_over(points_field, "training points", data.n_points(), settings.max_train_points),
-        *_over("data.probe.n", "probe points", data.probe_n(), settings.max_probe),
+        *_over("data.probe.n", "probe points", spec.probe_n(), settings.max_probe),
     ]
     if isinstance(data, InlineData):
         values = len(data.x) * input_dim(data) + len(data.y) * target_dim(data)
@@ -89,7 +89,7 @@ def _data_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
 
 def _kernel_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
     """The tangent kernel on the probe set is (n·O) × (n·O); every job computes it at init."""
-    side = spec.data.probe_n() * (spec.model.output_dim or 1)
+    side = spec.probe_n() * (spec.model.output_dim or 1)
     return _over("data.probe.n", f"tangent-kernel entries (n·O)² with n·O = {side}", side * side, settings.max_kernel_entries)
 
 

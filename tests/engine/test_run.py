@@ -205,7 +205,8 @@ def test_cli_failed_run_exits_1(tmp_path):
 
 def test_hessian_ratios_match_dense_hessians_and_gradients():
     """hessian_norm_init, hessian_grad_ratio_init and hessian_kernel_ratio_init against dense float64 references."""
-    spec = job("swish", training={"max_steps": 0}, diagnostics={"hessian": {"probe_points": 2, "iterations": 60}})
+    spec = job("swish", training={"max_steps": 0},
+               diagnostics={"hessian": {"probe_points": 2, "outputs": None, "iterations": 60, "tolerance": 1e-6}})
     spec = spec.model_copy(update={"dtype": "float64"})
     summary = run(spec).summary
     data = load_data(spec, dtype=torch.float64)

@@ -176,7 +176,7 @@ def test_a_certified_hessian_raises_nothing():
 
 
 def test_hessian_bounds_are_compared_relative_to_the_value_they_bound():
-    wanted = HessianDiagnostics(probe_points=1)
+    wanted = HessianDiagnostics(probe_points=1, tolerance=1e-6)
     report = HessianReport(norm=2.0, norm_bound=1e-7, norms=[[2.0, 1.0]], eigenvalues=[[[2.0], [-1.0]]], bounds=[[[1e-7], [5e-6]]],
                            grad_norms=[[1.0, 1.0]], run_hvps=[[4, 4]], methods=[["lanczos", "lanczos"]], hvps=8)
     (warning,) = hessian_not_converged({"init": report, "final": None}, wanted)

@@ -70,7 +70,7 @@ def load_data(spec: JobSpec, *, dtype: torch.dtype = torch.float32, device: str 
     if labels:
         check_labels(y, spec.model.output_dim)
     y_train = torch.as_tensor(y, dtype=torch.int64 if labels else dtype, device=device)
-    return Dataset(x_train, y_train, x_train[: spec.data.probe_n()], input_shape)
+    return Dataset(x_train, y_train, x_train[: spec.probe_n()], input_shape)
 
 
 def check_labels(labels: np.ndarray, classes: int | None) -> None:

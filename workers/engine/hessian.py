@@ -1,6 +1,7 @@
 """The model Hessian ∇²_w f_a(w; x_i) (of the network, not of the loss): top-k eigenvalues with bounds.
 
-For every probe point x_i and output a — a run — the top-k eigenvalues by magnitude of
+For every probe point x_i and each of its first `outputs` outputs a (default every output) — a run —
+the top-k eigenvalues by magnitude of
 H_ia = ∇²_w y_a(w; x_i) over the flat trainable parameters w ∈ R^p, each with a bound on
 its error, by one of two methods chosen by cost:
 
@@ -63,18 +64,21 @@ def model_hessian(
     *,
     of: str = "outputs",
     top_k: int = 1,
+    outputs: int | None = None,
     iterations: int = 100,
     tolerance: float = 1e-6,
     max_batch: int | None = None,
     progress: Progress | None = None,
 ) -> HessianReport:
-    """Top-k eigenvalues of ∇²_w y_a(w; x_i) with bounds, for every probe point x_i ([P, ...]) and output a.
+    """Top-k eigenvalues of ∇²_w y_a(w; x_i) with bounds, for every probe point x_i ([P, ...]) and output a < outputs
+    (None: every output).
 
     iterations caps the products per run; tolerance (relative) certifies a Lanczos run, 0 runs
     every run to the cap; max_batch = products per vmapped call (default: the memory budget).
     """
     model = FlatModel(net, of)
-    runs = Runs(x_probe, model.output_dim(x_probe[0]), model.w)
+    width = model.output_dim(x_probe[0])
+    runs = Runs(x_probe, min(outputs or width, width), width, model.w)
     hvp = BatchedHVP(model, max_batch=max_batch or budget_batch(model, x_probe, MEMORY_BUDGET_BYTES // 2))
     grad_norms = torch.linalg.norm(hvp.gradients(runs.points(runs.all), runs.units(runs.all)), dim=1).tolist()
     if model.dim <= iterations:
@@ -85,11 +89,11 @@ def model_hessian(
 
 
 class Runs:
-    """Run r = (point r // O, output r % O) over probe points x [P, ...] and O outputs."""
+    """Run r = (point r // O, output r % O) over probe points x [P, ...] and the first O of their `width` outputs."""
 
-    def __init__(self, x: Tensor, outputs: int, w: Tensor) -> None:
+    def __init__(self, x: Tensor, outputs: int, width: int, w: Tensor) -> None:
         self.x, self.outputs = x.to(w.device), outputs
-        self.eye = torch.eye(outputs, dtype=w.dtype, device=w.device)
+        self.eye = torch.eye(width, dtype=w.dtype, device=w.device)[:outputs]
         self.all = list(range(len(x) * outputs))
 
     def __len__(self) -> int:

@@ -258,7 +258,7 @@ def hessian_report(path: PathState) -> HessianReport:
     h = path.hessian
     with path.meter.counted("hessian") as progress:
         return model_hessian(
-            path.net, path.x[: h.probe_points], of="outputs", top_k=h.top_k, iterations=h.iterations,
+            path.net, path.x[: h.probe_points], of="outputs", top_k=h.top_k, outputs=h.outputs, iterations=h.iterations,
             tolerance=h.tolerance, progress=progress,
         )
 

@@ -4,7 +4,8 @@ Two schedules, both fixed before training starts; the run always records the fin
 step it actually reaches on top of them (converged, diverged or stopped early).
 
 - diagnostics (kernel, weight change, linearization error, optional Hessian):
-  `log` = step 0 and `points` log-spaced steps in [1, max_steps] rounded and deduplicated;
+  `log` = step 0 and `points` log-spaced steps in [1, max_steps] rounded and deduplicated (default
+  min(50, max(8, ⌈max_steps / 50⌉)), KernelDiagnostics.log_points);
   `every` N = steps 0, N, 2N, … ≤ max_steps.
 - loss: every step while max_steps + 1 ≤ `limit`; otherwise the first limit/2 steps
   densely and limit/2 log-spaced steps up to max_steps — at most `limit` points,
@@ -24,7 +25,7 @@ def diagnostic_steps(kernel: KernelDiagnostics, max_steps: int) -> frozenset[int
     """Steps at which the kernel and the other path diagnostics are measured."""
     if kernel.schedule == "every":
         return frozenset(range(0, max_steps + 1, kernel.every))
-    return frozenset({0}) | log_spaced(1, max_steps, kernel.points)
+    return frozenset({0}) | log_spaced(1, max_steps, kernel.log_points(max_steps))
 
 
 def loss_steps(max_steps: int, limit: int = LOSS_POINTS) -> frozenset[int]:

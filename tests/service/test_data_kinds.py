@@ -16,6 +16,7 @@ import pytest
 
 from ntklab.client import Client
 from ntklab.errors import APIStatusError
+from service.grid import grid_size
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sdk.md"
 KINDS = "'gaussian_mixture', 'sine1d', 'builtin', 'inline' or 'dataset'"
@@ -38,9 +39,11 @@ def test_a_data_section_without_kind_is_the_default_data(client):
 
 
 def test_the_docs_sweep_without_a_data_kind_is_accepted(client):
-    answer = client.post("/v1/sweeps", json=docs_sweep())
+    sweep = docs_sweep()
+    assert "kind" not in sweep["base"]["data"], "the docs' sweep is the case of a data section without kind"
+    answer = client.post("/v1/sweeps", json=sweep)
     assert answer.status_code == 202, answer.text
-    assert answer.json()["total"] == 12
+    assert answer.json()["total"] == grid_size(sweep["grid"])
 
 
 def test_a_wrong_kind_is_one_error_on_data_kind_listing_the_kinds(client):

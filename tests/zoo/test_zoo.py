@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack]
 pytest.importorskip("transformers")
 
 SMALLEST = ("conv1d_groupnorm", "gru", "vgg_batchnorm")
-HESSIAN = {"at": ["init"], "probe_points": 2, "iterations": 500, "tolerance": 1e-9}
+HESSIAN = {"at": ["init"], "probe_points": 2, "outputs": None, "iterations": 500, "tolerance": 1e-9}
 
 
 @pytest.fixture(scope="module")

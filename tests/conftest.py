@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -134,14 +135,21 @@ class LiveStack(LocalStack):
             pytest.fail(str(error), pytrace=False)
 
 
-@pytest.fixture(scope="module", params=["postgres+redis", "sqlite+filesystem"])
-def live_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    """A running API and one worker on either stack; torch is imported once per module and stack."""
-    backing = "postgres_redis_stack" if request.param == "postgres+redis" else "sqlite_stack"
-    stack = LiveStack(request.getfixturevalue(backing), tmp_path_factory.mktemp("logs"))
+@contextmanager
+def served(settings: dict[str, str], logs: Path) -> Iterator[LiveStack]:
+    """A LiveStack on `settings` with its API and one worker running, stopped on exit."""
+    stack = LiveStack(settings, logs)
     try:
         stack.start_api()
         stack.start_worker()
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module", params=["postgres+redis", "sqlite+filesystem"])
+def live_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """A running API and one worker on either stack; torch is imported once per module and stack."""
+    backing = "postgres_redis_stack" if request.param == "postgres+redis" else "sqlite_stack"
+    with served(request.getfixturevalue(backing), tmp_path_factory.mktemp("logs")) as stack:
+        yield stack

@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import LiveStack
+from tests.conftest import served
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
@@ -133,13 +133,8 @@ def test_every_submitting_block_is_run_or_skipped_with_a_reason():
 
 @pytest.fixture(scope="module")
 def stack(postgres_redis_stack, tmp_path_factory):
-    live = LiveStack(postgres_redis_stack, tmp_path_factory.mktemp("docs-logs"))
-    try:
-        live.start_api()
-        live.start_worker()
+    with served(postgres_redis_stack, tmp_path_factory.mktemp("docs-logs")) as live:
         yield live
-    finally:
-        live.stop()
 
 
 JOB_ID, SWEEP_ID = re.compile(r"job_[0-9a-f]*…"), re.compile(r"swp_…")

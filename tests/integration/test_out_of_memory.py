@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveStack
+from tests.conftest import LiveStack, served
 from workers.tasks import requested_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
@@ -44,13 +44,8 @@ def stack(postgres_redis_stack: dict[str, str], tmp_path_factory: pytest.TempPat
     settings = postgres_redis_stack | {
         "NTKLAB_WORKER_MEMORY_BUDGET_BYTES": str(BUDGET), "NTKLAB_WORKER_MEMORY_LIMIT_BYTES": str(LIMIT),
     }
-    live = LiveStack(settings, tmp_path_factory.mktemp("oom-logs"))
-    try:
-        live.start_api()
-        live.start_worker()
+    with served(settings, tmp_path_factory.mktemp("oom-logs")) as live:
         yield live
-    finally:
-        live.stop()
 
 
 def submit(stack: LiveStack, spec: dict) -> dict:

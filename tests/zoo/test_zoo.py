@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ntklab.client import Client
-from tests.conftest import LiveStack
+from tests.conftest import served
 from tests.zoo.architectures import ARCHITECTURES, OUT
 from tests.zoo.reference import module_hessian_norm, module_kernel
 
@@ -29,13 +29,8 @@ HESSIAN = {"at": ["init"], "probe_points": 2, "outputs": None, "iterations": 500
 
 @pytest.fixture(scope="module")
 def stack(postgres_redis_stack, tmp_path_factory):
-    live = LiveStack(postgres_redis_stack, tmp_path_factory.mktemp("zoo-logs"))
-    try:
-        live.start_api()
-        live.start_worker()
+    with served(postgres_redis_stack, tmp_path_factory.mktemp("zoo-logs")) as live:
         yield live
-    finally:
-        live.stop()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ A download streams the artifact's blob (store/uploads_repo.stream_blob): chunk b
 read in a short session of its own, so the API holds at most one chunk (BLOB_CHUNK_BYTES) of it
 at a time and no database connection while the client reads. The answer has `Content-Length`,
 `ETag` (the SHA-256 of the content) and `Accept-Ranges: bytes`; `If-None-Match` → 304, `Range`
-→ 206 with `Content-Range`, an unsatisfiable range → 416 (service/byte_ranges.py).
+→ 206 with `Content-Range`, an unsatisfiable range → 416 (service/byte_ranges.py). An artifact
+deleted (its job deleted) while it streams ends the connection early, short of its Content-Length.
 """
 
 from __future__ import annotations

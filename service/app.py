@@ -29,7 +29,7 @@ from service import upload_folders
 from service.api.auth import RESPONSES as AUTH_RESPONSES
 from service.api.auth import KeyCache
 from service.api.deps import current_caller
-from service.api.routes import datasets, health, jobs, models, presets, sweeps
+from service.api.routes import artifacts, datasets, health, jobs, models, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.body_timing import BodyDeadline
 from service.caps import BodySizeLimit
@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.model_checks = ModelChecks(settings.max_concurrent_model_checks, settings.body_deadline_s, settings.retry_after_s)
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
-    for router in (jobs.router, sweeps.router, presets.router, datasets.router, models.router):
+    for router in (jobs.router, artifacts.router, sweeps.router, presets.router, datasets.router, models.router):
         app.include_router(router, dependencies=[Depends(current_caller)], responses=AUTH_RESPONSES)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, streamed=UPLOAD_PATHS)

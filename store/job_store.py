@@ -11,6 +11,7 @@ owners (store/fairness.py), so each message still leads to at most one claim.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,9 +21,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
-from store import storage
+from store import artifacts_repo, storage
 from store.fairness import fair_next_job
-from store.models import Artifact, Dataset, Job, MetricChunk, UploadedModel, utcnow
+from store.models import Dataset, Job, MetricChunk, UploadedModel, utcnow
 from store.sweep_specs import job_spec_by_id
 from store.uploads_repo import read_blob
 
@@ -123,10 +124,14 @@ class JobStore:
         With `max_stored_bytes`, the artifacts are stored under the owner's storage quota (store/storage.py):
         each, in order, if it still fits; the others are named in the summary's `artifacts_skipped`."""
         now = utcnow()
+        hashes = {name: hashlib.sha256(data).hexdigest() for name, (_, data) in (artifacts or {}).items()}
         with self.sessions.begin() as session:
-            if artifacts and max_stored_bytes is not None and summary is not None:
-                artifacts, skipped = _within_quota(session, claim.job_id, artifacts, max_stored_bytes)
-                summary = _naming_skipped(summary, skipped)
+            owner = storage.job_owner(session, claim.job_id) if artifacts else None
+            if owner is not None:
+                storage.lock_owner(session, owner)
+                if max_stored_bytes is not None and summary is not None:
+                    artifacts, skipped = _within_quota(session, owner, artifacts, hashes, max_stored_bytes)
+                    summary = _naming_skipped(summary, skipped)
             phase = (progress or {}) | {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
             writing = time.perf_counter()
             taken = session.execute(
@@ -142,11 +147,7 @@ class JobStore:
                 )
             _insert_chunks(session, claim.job_id, list(chunks))
             for name, (media_type, data) in (artifacts or {}).items():
-                session.execute(
-                    insert(Artifact).values(
-                        job_id=claim.job_id, name=name, media_type=media_type, size=len(data), data=data, created_at=now
-                    )
-                )
+                artifacts_repo.add(session, owner, claim.job_id, name, media_type, data, hashes[name], now)
             if callable(summary):
                 timed = summary(time.perf_counter() - writing)
                 session.execute(update(Job).where(Job.id == claim.job_id).values(summary=timed))
@@ -217,25 +218,26 @@ def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[
     if row is None:
         return None
     session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
-    session.execute(delete(Artifact).where(Artifact.job_id == job_id))
+    artifacts_repo.delete_all(session, job_id)
     return Claim(job_id=job_id, attempt=row.attempts, spec=spec, device=device)
 
 
-def _within_quota(session: Session, job_id: str, artifacts: dict, limit: int) -> tuple[dict, list[str]]:
-    """The artifacts that fit the job owner's storage quota, taken in order under its storage lock, and the skipped ones."""
-    owner = storage.job_owner(session, job_id)
-    if owner is None:
-        return artifacts, []
-    storage.lock_owner(session, owner)
+def _within_quota(
+    session: Session, owner: str, artifacts: dict, hashes: dict[str, str], limit: int
+) -> tuple[dict, list[str]]:
+    """The artifacts that fit the owner's storage quota, taken in order, and the skipped ones; the caller holds the
+    owner's storage lock. An artifact whose content the owner already stores (or an earlier one here) adds nothing."""
     used = storage.usage(session, owner)
-    kept, skipped = {}, []
+    kept, skipped, added = {}, [], set()
     for name, (media_type, data) in artifacts.items():
-        if used + len(data) > limit:
+        adds = 0 if hashes[name] in added else storage.new_bytes(session, owner, [(hashes[name], len(data))])
+        if adds and used + adds > limit:
             skipped.append(f"{name} ({len(data)} bytes; the key stores {used} of its quota of {limit}, "
                            "setting max_stored_bytes_per_key)")
         else:
             kept[name] = (media_type, data)
-            used += len(data)
+            used += adds
+            added.add(hashes[name])
     return kept, skipped
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, defer
 
-from store.models import FINISHED_STATUSES, Artifact, Job, JobTag, MetricChunk, new_id, utcnow
+from store import artifacts_repo
+from store.models import FINISHED_STATUSES, Job, JobTag, MetricChunk, new_id, utcnow
 from store.sweep_specs import job_spec
 
 ACTIVE_STATUSES = ("queued", "running")
@@ -32,14 +32,6 @@ class JobFilter:
     statuses: Sequence[str] = ()
     tag: str | None = None
     sweep_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ArtifactEntry:
-    name: str
-    media_type: str
-    size: int
-    created_at: dt.datetime
 
 
 def create_job(
@@ -167,7 +159,10 @@ def request_cancel(session: Session, scope: str | None, job_id: str) -> None:
 
 
 def delete_finished(session: Session, scope: str | None, job_id: str) -> bool:
-    """Delete a finished job; its tags, metric chunks and artifacts go with it (ON DELETE CASCADE)."""
+    """Delete a finished job; its tags, metric chunks and artifacts go with it (ON DELETE CASCADE), and so do the
+    blobs only its artifacts used (store/artifacts_repo.py)."""
+    if session.scalar(select(exists().where(*visible(scope), Job.id == job_id, Job.status.in_(FINISHED_STATUSES)))):
+        artifacts_repo.delete_all(session, job_id)
     deleted = session.execute(
         delete(Job).where(*visible(scope), Job.id == job_id, Job.status.in_(FINISHED_STATUSES))
     ).rowcount
@@ -197,20 +192,3 @@ def read_series(
         all_steps.extend(steps)
         all_values.extend(values)
     return series
-
-
-def list_artifacts(session: Session, job_id: str) -> list[ArtifactEntry]:
-    rows = session.execute(
-        select(Artifact.name, Artifact.media_type, Artifact.size, Artifact.created_at)
-        .where(Artifact.job_id == job_id)
-        .order_by(Artifact.name)
-    )
-    return [ArtifactEntry(*row) for row in rows]
-
-
-def read_artifact(session: Session, job_id: str, name: str) -> tuple[str, bytes] | None:
-    """(media type, bytes) of the artifact whose stored name equals `name` exactly."""
-    row = session.execute(
-        select(Artifact.media_type, Artifact.data).where(Artifact.job_id == job_id, Artifact.name == name)
-    ).first()
-    return None if row is None else (row.media_type, row.data)

@@ -1,5 +1,5 @@
-"""SQLAlchemy 2.0 tables: API keys, sweeps, jobs (+ tags), metric series chunks, artifacts, and uploads
-(content-addressed blobs in chunks, the data sets and ONNX models made of them).
+"""SQLAlchemy 2.0 tables: API keys, sweeps, jobs (+ tags), metric series chunks, content-addressed blobs
+in chunks, and what is made of them: job artifacts, uploaded data sets and ONNX models.
 
 The schema is made only by Alembic (migrations/); tests check that autogenerate finds no
 difference between these models and `alembic upgrade head`.
@@ -192,7 +192,9 @@ class MetricChunk(Base):
 
 
 class Artifact(Base):
-    """A file a job produced (kernel .npy, weights .npz, eigenvalues .json, plots)."""
+    """A file a job produced (kernel .npy, weights .npz, eigenvalues .json, plots): a name for one of
+    the job owner's blobs, whose bytes it shares with every upload and artifact of that owner holding
+    the same content (store/artifacts_repo.py). `size` is the blob's."""
 
     __tablename__ = "artifacts"
     __table_args__ = (UniqueConstraint("job_id", "name", name="uq_artifacts_job_name"),)
@@ -201,17 +203,17 @@ class Artifact(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     media_type: Mapped[str] = mapped_column(String(100))
-    size: Mapped[int] = mapped_column(Integer)
-    data: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(BigInteger)
+    blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="RESTRICT"), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Blob(Base):
-    """Uploaded bytes, stored once per owner and SHA-256, as `BlobChunk` rows of at most BLOB_CHUNK_BYTES.
+    """Uploaded or produced bytes, stored once per owner and SHA-256, as `BlobChunk` rows of at most BLOB_CHUNK_BYTES.
 
     Workers on any host read a blob through the database (no shared file system). A blob is
-    shared by every data set and model of its owner that holds the same bytes, and deleted
-    with the last of them.
+    shared by every data set, model and job artifact of its owner that holds the same bytes,
+    and deleted with the last of them.
     """
 
     __tablename__ = "blobs"

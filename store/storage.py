@@ -2,11 +2,10 @@
 
 A key's usage is what its rows hold in the database:
 
-    usage(owner) = Σ blobs.size of the owner's blobs      (data sets and models; each content once)
-                 + Σ artifacts.size of the owner's jobs'  (kernels, weights, reports)
+    usage(owner) = Σ blobs.size of the owner's blobs   (data sets, models and its jobs' artifacts; each content once)
 
-An upload adds only the blobs the owner does not hold yet (`new_bytes`), so uploading the
-same arrays again adds nothing. Counting and writing run under a per-owner lock, so two
+An upload or a job's artifact adds only the blobs the owner does not hold yet (`new_bytes`), so
+storing the same bytes again adds nothing. Counting and writing run under a per-owner lock, so two
 uploads of one key (or an upload and a finishing job) never both count before either
 commits: on PostgreSQL a transaction-scoped advisory lock (its own key, not the active-jobs
 quota's); on SQLite the database's write lock, taken by an UPDATE that changes no row and
@@ -21,7 +20,7 @@ from collections.abc import Iterable
 from sqlalchemy import false, func, select, update
 from sqlalchemy.orm import Session
 
-from store.models import Artifact, Blob, Job
+from store.models import Blob, Job
 
 
 def lock_owner(session: Session, owner: str) -> None:
@@ -38,12 +37,8 @@ def advisory_key(owner: str) -> int:
 
 
 def usage(session: Session, owner: str) -> int:
-    """Bytes the owner stores: its blobs and its jobs' artifacts."""
-    blobs = session.scalar(select(func.coalesce(func.sum(Blob.size), 0)).where(Blob.owner == owner))
-    artifacts = session.scalar(
-        select(func.coalesce(func.sum(Artifact.size), 0)).join(Job, Job.id == Artifact.job_id).where(Job.owner == owner)
-    )
-    return int(blobs) + int(artifacts)
+    """Bytes the owner stores: its blobs (its uploads' and its jobs' artifacts')."""
+    return int(session.scalar(select(func.coalesce(func.sum(Blob.size), 0)).where(Blob.owner == owner)))
 
 
 def new_bytes(session: Session, owner: str, contents: Iterable[tuple[str, int]]) -> int:

@@ -1,11 +1,12 @@
 """Uploads in SQL: content-addressed blobs in fixed-size chunks, and the data sets and ONNX models made of them.
 
-A blob is stored once per (owner, SHA-256) as rows of `blob_chunks`, each at most
-BLOB_CHUNK_BYTES, written from a file one chunk at a time (the upload is never held in
-memory) and read back by workers on any host through the database. Data sets and models
+A blob is stored once per (owner, SHA-256) as rows of `blob_chunks`, each BLOB_CHUNK_BYTES
+but the last, written from a file one chunk at a time (the upload is never held in memory),
+read back by workers on any host through the database, and streamed out a byte range at a
+time (`stream_blob`). Job artifacts are blobs too (store/artifacts_repo.py). Data sets and models
 are deduplicated the same way: the same owner uploading the same arrays (or ONNX file)
-again gets the resource made the first time. Deleting the last data set or model that uses
-a blob deletes the blob.
+again gets the resource made the first time. Deleting the last data set, model or artifact
+that uses a blob deletes the blob.
 
 Reads are scoped like jobs (store/jobs_repo.py): a scope is an owner id, or None for the admin key.
 
@@ -22,15 +23,15 @@ afterwards, so the second reads what the first committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from sqlalchemy import delete, exists, false, insert, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from store import sweeps_repo
-from store.models import Blob, BlobChunk, Dataset, Job, UploadedModel, new_id
+from store.models import Artifact, Blob, BlobChunk, Dataset, Job, UploadedModel, new_id
 
 BLOB_CHUNK_BYTES = 1 << 20
 ACTIVE_STATUSES = ("queued", "running")
@@ -38,11 +39,22 @@ ACTIVE_STATUSES = ("queued", "running")
 Upload = TypeVar("Upload", Dataset, UploadedModel)
 
 
-def save_blob(session: Session, owner: str, sha256: str, size: int, path: Path) -> str:
-    """The id of the owner's blob with this SHA-256, writing it from `path` chunk by chunk if it is new.
+class BlobGone(Exception):
+    """The blob was deleted while it was being read."""
 
-    Runs in the caller's transaction; two uploads of the same new bytes at once make one of
-    the two commits fail on uq_blobs_owner_sha256 (the caller retries and finds the blob).
+
+def save_blob(session: Session, owner: str, sha256: str, size: int, path: Path) -> str:
+    """The id of the owner's blob with this SHA-256, writing it from the file at `path` if it is new (`save_blob_from`)."""
+    with open(path, "rb") as source:
+        return save_blob_from(session, owner, sha256, size, source)
+
+
+def save_blob_from(session: Session, owner: str, sha256: str, size: int, source: BinaryIO) -> str:
+    """The id of the owner's blob with this SHA-256, writing its `size` bytes from `source` chunk by chunk if it is new.
+
+    Runs in the caller's transaction; two writers of the same new bytes at once make one of
+    the two commits fail on uq_blobs_owner_sha256 (the caller retries and finds the blob), unless
+    both hold the owner's storage lock (store/storage.py), as uploads and finishing jobs do.
     """
     found = session.scalar(select(Blob.id).where(Blob.owner == owner, Blob.sha256 == sha256))
     if found is not None:
@@ -50,9 +62,8 @@ def save_blob(session: Session, owner: str, sha256: str, size: int, path: Path) 
     blob_id = new_id("blob")
     chunks = -(-size // BLOB_CHUNK_BYTES)
     session.execute(insert(Blob).values(id=blob_id, owner=owner, sha256=sha256, size=size, chunks=chunks))
-    with open(path, "rb") as source:
-        for index in range(chunks):
-            session.execute(insert(BlobChunk).values(blob_id=blob_id, chunk=index, data=source.read(BLOB_CHUNK_BYTES)))
+    for index in range(chunks):
+        session.execute(insert(BlobChunk).values(blob_id=blob_id, chunk=index, data=source.read(BLOB_CHUNK_BYTES)))
     return blob_id
 
 
@@ -60,6 +71,22 @@ def read_blob(session: Session, blob_id: str) -> bytes:
     """A blob's bytes: its chunks concatenated in order."""
     rows = session.scalars(select(BlobChunk.data).where(BlobChunk.blob_id == blob_id).order_by(BlobChunk.chunk))
     return b"".join(rows)
+
+
+def stream_blob(sessions: sessionmaker[Session], blob_id: str, start: int, stop: int) -> Iterator[bytes]:
+    """Bytes [start, stop) of a blob, one chunk's part at a time, each chunk read in a short session of its own.
+
+    Chunk k holds bytes [k·C, (k+1)·C) with C = BLOB_CHUNK_BYTES, so the range lies in chunks
+    start // C … (stop - 1) // C; at most one chunk is held at once, and no connection is kept
+    between chunks (a slow reader holds none). Raises BlobGone if a chunk is missing.
+    """
+    for index in range(start // BLOB_CHUNK_BYTES, -(-stop // BLOB_CHUNK_BYTES)):
+        with sessions() as session:
+            data = session.scalar(select(BlobChunk.data).where(BlobChunk.blob_id == blob_id, BlobChunk.chunk == index))
+        if data is None:
+            raise BlobGone(blob_id)
+        offset = index * BLOB_CHUNK_BYTES
+        yield bytes(data[max(start - offset, 0):stop - offset])
 
 
 def blob_hashes(session: Session, blob_ids: Iterable[str]) -> dict[str, str]:
@@ -174,8 +201,10 @@ def delete_upload(session: Session, row: Dataset | UploadedModel) -> None:
 
 
 def drop_unused_blobs(session: Session, blob_ids: Sequence[str]) -> None:
+    """Delete those of these blobs that no data set, model or artifact uses."""
     used = or_(
         exists().where(or_(Dataset.x_blob_id == Blob.id, Dataset.y_blob_id == Blob.id)),
         exists().where(UploadedModel.blob_id == Blob.id),
+        exists().where(Artifact.blob_id == Blob.id),
     )
     session.execute(delete(Blob).where(Blob.id.in_(list(set(blob_ids))), ~used))

@@ -22,13 +22,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from onnx import TensorProto, helper, numpy_helper
-from sqlalchemy import insert
 
 from config.settings import Settings
 from ntklab import localstack
 from service.app import create_app
-from store.models import Artifact, utcnow
 from tests.service.test_datasets_api import npy, npy_header
+from tests.stored_artifacts import add_artifact
 
 REGRESSIONS = json.loads((Path(__file__).parent / "regressions.json").read_text())["requests"]
 ADMIN_KEY = "ntk_" + "r" * 43
@@ -159,8 +158,7 @@ def placeholders(client: TestClient) -> dict[str, str]:
     job = client.post("/v1/jobs", json=TINY)
     assert job.status_code == 202, job.text
     with client.app.state.sessions.begin() as session:
-        session.execute(insert(Artifact).values(job_id=job.json()["id"], name="kernel_init.npy", media_type="application/octet-stream",
-                                                size=3, data=b"abc", created_at=utcnow()))
+        add_artifact(session, job.json()["id"], "kernel_init.npy", "application/octet-stream", b"abc")
     sweep = client.post("/v1/sweeps", json={"base": TINY, "grid": {"model.hidden.0": [2, 4]},
                                             "fits": [{"y": "$x^$", "x": "model.hidden.0"}]})
     assert sweep.status_code == 202, sweep.text

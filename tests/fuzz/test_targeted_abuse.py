@@ -18,7 +18,8 @@ from sqlalchemy import func, select
 from config.settings import Settings
 from ntklab import localstack
 from service.app import create_app
-from store.models import Artifact, Job, Sweep, utcnow
+from store.models import Job, Sweep
+from tests.stored_artifacts import add_artifact
 
 PROBLEM = "application/problem+json"
 MAX_SWEEP_JOBS = 8
@@ -89,8 +90,7 @@ def job_with_artifact(app, client) -> str:
     assert answer.status_code == 202, answer.text
     job_id = answer.json()["id"]
     with app.state.sessions.begin() as session:
-        session.add(Artifact(job_id=job_id, name="kernel_init.npy", media_type="application/octet-stream",
-                             size=3, data=b"abc", created_at=utcnow()))
+        add_artifact(session, job_id, "kernel_init.npy", "application/octet-stream", b"abc")
     return job_id
 
 

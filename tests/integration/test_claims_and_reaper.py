@@ -19,6 +19,7 @@ from service.reaper import requeue_stale_jobs
 from store.db import make_engine, make_session_factory
 from store.job_store import ChunkRow, JobStore, LostJob
 from store.models import Artifact, Job, MetricChunk, utcnow
+from tests.stored_artifacts import add_artifact
 from workers.celery_app import make_celery
 from workers.queue import Broker
 
@@ -110,7 +111,7 @@ def test_a_new_attempt_starts_from_empty_series_and_artifacts(sessions):
     first = store.claim(job_id, worker="a@host", device="cpu")
     store.report(first, None, [ChunkRow("loss", 0, [0, 1, 2], [3.0, 2.0, 1.0])])
     with sessions.begin() as session:
-        session.add(Artifact(job_id=job_id, name="kernel_init.npy", media_type="application/x-npy", size=1, data=b"x"))
+        add_artifact(session, job_id, "kernel_init.npy", "application/x-npy", b"x")
         session.execute(update(Job).where(Job.id == job_id).values(status="queued"))
     assert store.claim(job_id, worker="b@host", device="cpu").attempt == 2
     assert count(sessions, MetricChunk, job_id) == 0 and count(sessions, Artifact, job_id) == 0

@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import select, update
 
 from store import api_keys
-from store.models import ApiKey, Artifact, Job, MetricChunk, Sweep
+from store.models import ApiKey, Job, MetricChunk, Sweep
+from tests.stored_artifacts import add_artifact
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 SWEEP = {
@@ -149,7 +150,7 @@ def _finished_job_with_outputs(client, headers) -> str:
     with client.app.state.sessions() as session:
         session.execute(update(Job).where(Job.id == job_id).values(status="succeeded", summary={"final_loss": 0.1}))
         session.add(MetricChunk(job_id=job_id, name="loss", chunk=0, steps=[0, 1], values=[1.0, 0.5]))
-        session.add(Artifact(job_id=job_id, name="eigs.json", media_type="application/json", size=2, data=b"[]"))
+        add_artifact(session, job_id, "eigs.json", "application/json", b"[]")
         session.commit()
     return job_id
 

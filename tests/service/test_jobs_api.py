@@ -14,6 +14,7 @@ from sqlalchemy import func, select, update
 
 from store.job_store import JobStore
 from store.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
+from tests.stored_artifacts import add_artifact
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 SMALL_PARAMETERS = (4 * 8 + 8) + (8 * 2 + 2)  # d=4 → 8 hidden (+bias) → O=2 one-hot classes (+bias)
@@ -234,7 +235,7 @@ def test_delete_only_finished_jobs_and_everything_they_own(client, db):
     assert client.delete(f"/v1/jobs/{job['id']}").status_code == 409
     set_job(db, job["id"], status="succeeded")
     db.add(MetricChunk(job_id=job["id"], name="loss", chunk=0, steps=[0], values=[1.0]))
-    db.add(Artifact(job_id=job["id"], name="a.json", media_type="application/json", size=2, data=b"{}"))
+    add_artifact(db, job["id"], "a.json", "application/json", b"{}")
     db.commit()
     answer = client.delete(f"/v1/jobs/{job['id']}")
     assert answer.status_code == 204 and answer.content == b""
@@ -282,7 +283,7 @@ def job_with_artifacts(client, db):
         "delta_k.png": ("image/png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 64),
     }
     for name, (media_type, data) in files.items():
-        db.add(Artifact(job_id=job["id"], name=name, media_type=media_type, size=len(data), data=data))
+        add_artifact(db, job["id"], name, media_type, data)
     db.commit()
     return job["id"], files
 

@@ -1,12 +1,11 @@
-"""/v1/jobs: create (or estimate: dry_run), list, retrieve, metrics, updates (a job and its new metric points), artifacts,
-cancel, delete."""
+"""/v1/jobs: create (or estimate: dry_run), list, retrieve, metrics, updates (a job and its new metric points),
+cancel, delete; a job's artifacts are served by service/api/routes/artifacts.py."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 from typing import Annotated
-from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from sqlalchemy.exc import IntegrityError
@@ -14,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from api_schemas import problems as types
 from api_schemas.problems import FieldError, Problem
 from api_schemas.resources import (
-    ArtifactInfo, ArtifactList, Job, JobDryRun, JobPage, JobStatus, JobUpdate, Progress, Series,
+    Job, JobDryRun, JobPage, JobStatus, JobUpdate, Progress, Series,
 )
 from api_schemas.run_warnings import split_stored_summary
 from api_schemas.spec import JobSpec
@@ -212,55 +211,6 @@ def _series(session, job_id: str, names: str | None, since_step: int | None) -> 
     return {name: Series(step=steps, value=values) for name, (steps, values) in series.items()}
 
 
-@router.get("/{job_id}/artifacts", response_model=ArtifactList, responses=NOT_FOUND, summary="List artifacts")
-def list_artifacts(job_id: str, session: SessionDep, scope: ScopeDep, public_url: PublicUrlDep) -> ArtifactList:
-    job = _owned_job(session, scope, job_id)
-    base = f"{public_url}/v1/jobs/{job.id}/artifacts/"
-    return ArtifactList(
-        data=[
-            ArtifactInfo(
-                name=entry.name,
-                media_type=entry.media_type,
-                size=entry.size,
-                url=base + quote(entry.name, safe=""),
-                created_at=as_utc(entry.created_at),
-            )
-            for entry in jobs_repo.list_artifacts(session, job.id)
-        ]
-    )
-
-
-@router.get(
-    "/{job_id}/artifacts/{name}",
-    response_class=Response,
-    responses={200: {"content": {"application/octet-stream": {}}, "description": "the file, with its stored media type"}, **NOT_FOUND},
-    summary="Download an artifact",
-)
-def download_artifact(job_id: str, name: str, session: SessionDep, scope: ScopeDep) -> Response:
-    """The artifact whose stored name equals `name` exactly (no path is ever built from it)."""
-    job = _owned_job(session, scope, job_id)
-    found = jobs_repo.read_artifact(session, job.id, name)
-    if found is None:
-        raise _no_artifact()
-    media_type, data = found
-    return Response(content=data, media_type=media_type, headers=_attachment(name))
-
-
-@router.head(
-    "/{job_id}/artifacts/{name}",
-    response_class=Response,
-    responses={200: {"description": "the headers a download would have (type, length, file name), no body"}, **NOT_FOUND},
-    summary="An artifact's type and size",
-)
-def artifact_headers(job_id: str, name: str, session: SessionDep, scope: ScopeDep) -> Response:
-    """What GET would answer, without the bytes (which are not read)."""
-    job = _owned_job(session, scope, job_id)
-    entry = next((entry for entry in jobs_repo.list_artifacts(session, job.id) if entry.name == name), None)
-    if entry is None:
-        raise _no_artifact()
-    return Response(media_type=entry.media_type, headers={"Content-Length": str(entry.size), **_attachment(name)})
-
-
 @router.post(
     "/{job_id}/cancel",
     status_code=202,
@@ -357,14 +307,6 @@ def _owned_job(session, scope: str | None, job_id: str, *, fresh: bool = False) 
     if job is None:
         raise ProblemError(404, "no such job")
     return job
-
-
-def _attachment(name: str) -> dict[str, str]:
-    return {"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name, safe='')}"}
-
-
-def _no_artifact() -> ProblemError:
-    return ProblemError(404, "this job has no artifact of that name")
 
 
 def _replay(

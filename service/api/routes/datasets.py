@@ -9,25 +9,20 @@ from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
-from api_schemas import problems as types
-from api_schemas.base import MAX_NAME_LENGTH, text_problem
-from api_schemas.problems import Problem
 from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
 from config.settings import Settings
-from service.api import paging
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
-from service.api.routes import StrictJSONRoute
-from service.api.routes.jobs import as_utc
+from service.api.paging import DEFAULT_PAGE_SIZE
+from service.api.resources import as_utc
+from service.api.routes import PROBLEM, StrictJSONRoute
 from service.array_upload import CheckedDataset, check_dataset
-from service.problems import ProblemError
 from service.storage_quota import refuse_if_full, reserve
 from service.upload_folders import temporary_folder
-from service.uploads import Received, invalid, receive
+from service.api.upload_records import delete_unless_used, owned, page
+from service.uploads import Received, label_from, receive
 from store import models, uploads_repo
 
-PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
-DEFAULT_PAGE_SIZE = 20
 UPLOAD_BODY = {
     "requestBody": {
         "required": True,
@@ -127,56 +122,6 @@ def delete_dataset(dataset_id: str, session: SessionDep, scope: ScopeDep) -> Res
     row = owned(session, models.Dataset, scope, dataset_id, "data set")
     delete_unless_used(session, row, ("data", "id"), "data set")
     return Response(status_code=204)
-
-
-# --------------------------------------------------------------------------- shared with /v1/models
-
-
-def page(session, table, scope: str | None, settings: Settings, limit: int, after: str | None):
-    limit = paging.checked_limit(limit, settings, table.__tablename__)
-    rows, has_more = uploads_repo.list_page(session, table, scope, limit, paging.after_seq(after))
-    return rows, has_more, paging.next_cursor(rows, has_more)
-
-
-def owned(session, table, scope: str | None, upload_id: str, what: str):
-    row = uploads_repo.get(session, table, scope, upload_id)
-    if row is None:
-        raise ProblemError(404, f"no such {what}")
-    return row
-
-
-def delete_unless_used(session, row, spec_path: tuple[str, str], what: str) -> None:
-    """Delete the upload unless a queued or running job uses it (409 listing them).
-
-    The row is held first (uploads_repo.hold_for_delete), so a submission naming it either
-    committed before (its jobs are found here: 409) or waits for this commit and finds the
-    upload gone (422 on its `data.id` or `model.id`)."""
-    if uploads_repo.hold_for_delete(session, row) is None:
-        session.rollback()
-        raise ProblemError(404, f"no such {what}")
-    users = uploads_repo.active_jobs_using(session, row.owner, spec_path, row.id)
-    if users:
-        listed = ", ".join(users) + (", …" if len(users) == 10 else "")
-        session.rollback()
-        raise ProblemError(
-            409,
-            f"the {what} is used by queued or running jobs ({listed}); cancel them or wait until they finish",
-            type=types.INVALID_STATE,
-        )
-    uploads_repo.delete_upload(session, row)
-    session.commit()
-
-
-def label_from(name: str | None, received: Received) -> str | None:
-    """The upload's name (query, else multipart field): stored text (api_schemas.base) of at most MAX_NAME_LENGTH characters."""
-    label = name if name is not None else received.fields.get("name")
-    if label is None:
-        return None
-    if len(label) > MAX_NAME_LENGTH:
-        raise invalid("name", f"at most {MAX_NAME_LENGTH} characters", type=types.VALIDATION)
-    if (problem := text_problem(label)) is not None:
-        raise invalid("name", problem, type=types.VALIDATION)
-    return label
 
 
 def _check_and_store(

@@ -9,22 +9,20 @@ from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
-from api_schemas import problems as types
-from api_schemas.problems import Problem
 from api_schemas.uploads import Model, ModelPage, TensorInfo, TrainableTensor
 from config.settings import Settings
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
-from service.api.routes import StrictJSONRoute
-from service.api.routes.datasets import DEFAULT_PAGE_SIZE, delete_unless_used, label_from, owned, page
-from service.api.routes.jobs import as_utc
+from service.api.paging import DEFAULT_PAGE_SIZE
+from service.api.resources import as_utc
+from service.api.routes import PROBLEM, StrictJSONRoute
 from service.model_checks import ModelChecks
 from service.onnx_upload import check_onnx
 from service.storage_quota import refuse_if_full, reserve
 from service.upload_folders import temporary_folder
-from service.uploads import Received, invalid, receive
+from service.api.upload_records import delete_unless_used, owned, page
+from service.uploads import Received, invalid, label_from, receive
 from store import models, uploads_repo
 
-PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such model (or not yours)"}}
 UPLOAD_BODY = {
     "requestBody": {

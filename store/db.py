@@ -18,12 +18,15 @@ a job row is one statement, and metric chunks are only ever appended.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MAX_OVERFLOW = 4
@@ -49,6 +52,16 @@ def violations_raised(session: Session) -> Iterator[None]:
     except IntegrityError as error:
         session.rollback()
         raise ConstraintViolation(str(error.orig)) from error
+
+
+def answers(session: Session) -> bool:
+    """Whether the database answers SELECT 1 (readiness); a failure is logged, not raised."""
+    try:
+        session.execute(text("SELECT 1"))
+        return True
+    except SQLAlchemyError as error:
+        log.warning("database not ready: %s", error)
+        return False
 
 
 def is_sqlite(url: str) -> bool:

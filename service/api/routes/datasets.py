@@ -6,20 +6,18 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
-from config.settings import Settings
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
 from service.api.paging import DEFAULT_PAGE_SIZE
 from service.api.resources import as_utc
 from service.api.routes import PROBLEM, StrictJSONRoute
-from service.array_upload import CheckedDataset, check_dataset
-from service.storage_quota import refuse_if_full, reserve
-from service.upload_folders import temporary_folder
 from service.api.upload_records import delete_unless_used, owned, page
-from service.uploads import Received, label_from, receive
+from service.storage_quota import refuse_if_full
+from service.upload_folders import temporary_folder
+from service.upload_storing import store_dataset
+from service.uploads import label_from, receive
 from store import models, uploads_repo
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
@@ -85,7 +83,7 @@ async def upload_dataset(
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
-            _check_and_store, received, Path(folder), request.app.state.sessions, owner, label, settings,
+            store_dataset, received, Path(folder), request.app.state.sessions, owner, label, settings, dataset_resource,
         )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"{public_url(request)}/v1/datasets/{resource.id}"
@@ -122,43 +120,6 @@ def delete_dataset(dataset_id: str, session: SessionDep, scope: ScopeDep) -> Res
     row = owned(session, models.Dataset, scope, dataset_id, "data set")
     delete_unless_used(session, row, ("data", "id"), "data set")
     return Response(status_code=204)
-
-
-def _check_and_store(
-    received: Received, folder: Path, sessions, owner: str, name: str | None, settings: Settings
-) -> tuple[Dataset, bool]:
-    """Check the files, then store them in a session opened here (the body is all on disk by now)."""
-    checked = check_dataset(received, folder, settings)
-    with sessions() as session:
-        for attempt in range(2):
-            try:
-                reserve(session, owner, [(checked.x.sha256, checked.x.size), (checked.y.sha256, checked.y.size)], settings)
-                row, created = _store(session, owner, name, checked)
-                return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id])), created
-            except IntegrityError:
-                session.rollback()
-                if attempt:
-                    raise
-    raise AssertionError("unreachable")
-
-
-def _store(session, owner: str, name: str | None, checked: CheckedDataset) -> tuple[models.Dataset, bool]:
-    x_blob = uploads_repo.save_blob(session, owner, checked.x.sha256, checked.x.size, checked.x.path)
-    y_blob = uploads_repo.save_blob(session, owner, checked.y.sha256, checked.y.size, checked.y.path)
-    existing = uploads_repo.find_dataset(session, owner, x_blob, y_blob)
-    if existing is not None:
-        session.commit()
-        return existing, False
-    row = models.Dataset(
-        id=models.new_id("ds"), owner=owner, name=name, x_blob_id=x_blob, y_blob_id=y_blob, points=checked.points,
-        x_shape=list(checked.x.shape), x_dtype=checked.x.dtype.name, y_shape=list(checked.y.shape),
-        y_dtype=checked.y.dtype.name, size=checked.x.size + checked.y.size, created_at=models.utcnow(),
-        x_min=checked.x_range[0] if checked.x_range else None, x_max=checked.x_range[1] if checked.x_range else None,
-        y_min=checked.y_range[0] if checked.y_range else None, y_max=checked.y_range[1] if checked.y_range else None,
-    )
-    session.add(row)
-    session.commit()
-    return row, True
 
 
 def dataset_resource(row: models.Dataset, hashes: dict[str, str]) -> Dataset:

@@ -24,6 +24,8 @@ Active jobs (429): queued + running jobs of one owner < max_queued_jobs_per_key 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from api_schemas import problems as types
 from api_schemas.architecture import count_parameters
 from api_schemas.estimate import Estimate, TimeRates, estimate_job, format_bytes
@@ -34,19 +36,34 @@ from config.settings import Settings
 from service.problems import ProblemError, problem_response, summarize
 
 
+@dataclass(frozen=True)
+class CheckedSpec:
+    """A spec within every cap: its trainable parameter count p and its estimate at this deployment's rates
+    (None when the model cannot be planned), computed once here and stored on the job (store/job_estimates.py)."""
+
+    parameters: int
+    estimate: Estimate | None
+
+
 def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
     """The model's trainable parameter count p; raises a 422 problem listing every cap the spec exceeds."""
+    return checked_spec(spec, settings).parameters
+
+
+def checked_spec(spec: JobSpec, settings: Settings) -> CheckedSpec:
+    """The spec's parameter count and estimate; raises a 422 problem listing every cap the spec exceeds."""
     violations = [
         *_width_violations(spec, settings),
         *_data_violations(spec, settings),
         *_kernel_violations(spec, settings),
         *_over("training.max_steps", "training steps", spec.training.max_steps, settings.max_steps),
     ]
-    parameters = 0
+    parameters, estimate = 0, None
     if not any(violation.field.startswith(("model.hidden", "model.layers")) for violation in violations):
         parameters, model_violations = _parameter_violations(spec, settings)
+        estimate = _planned(spec, settings)
         violations += model_violations + _lanczos_violations(spec, parameters, settings)
-        violations += _estimate_violations(spec, settings)
+        violations += _estimate_violations(spec, estimate, settings)
     if violations:
         raise ProblemError(
             422,
@@ -55,7 +72,15 @@ def check_spec_caps(spec: JobSpec, settings: Settings) -> int:
             title="Request exceeds a resource cap",
             errors=violations,
         )
-    return parameters
+    return CheckedSpec(parameters, estimate)
+
+
+def _planned(spec: JobSpec, settings: Settings) -> Estimate | None:
+    """The estimate at this deployment's rates; None when the model cannot be planned (_parameter_violations names the field)."""
+    try:
+        return estimate_job(spec, time_rates(settings))
+    except ValueError:
+        return None
 
 
 def _over(field: str, what: str, value: int, limit: int) -> list[FieldError]:
@@ -117,13 +142,11 @@ WORK_FIELDS = {
 """The field that drives each term of the estimate (data.x for inline data)."""
 
 
-def _estimate_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
+def _estimate_violations(spec: JobSpec, estimate: Estimate | None, settings: Settings) -> list[FieldError]:
     """Estimated peak memory over max_job_memory_bytes, work over max_job_flops, seconds over max_job_seconds:
     each names its largest term."""
-    try:
-        estimate = estimate_job(spec, time_rates(settings))
-    except ValueError:
-        return []  # the model cannot be planned: _parameter_violations names the field
+    if estimate is None:
+        return []
     violations = []
     if estimate.memory_bytes > settings.max_job_memory_bytes:
         term = estimate.memory_dominant

@@ -1,7 +1,8 @@
 """A job's estimate as the API shows it: on the job (GET /v1/jobs/{id}) and before it runs (POST /v1/jobs?dry_run=true).
 
-Both evaluate api_schemas/estimate.py at this deployment's rates, those the time cap is checked at
-(service/caps.py:time_rates), so a dry run answers the estimate the job then carries. Per phase φ
+Both show api_schemas/estimate.py at this deployment's rates, those the time cap is checked at
+(service/caps.py:time_rates), so a dry run answers the estimate the job then carries. The job's is computed
+once, by the caps check at submission, and stored on its row (store/job_estimates.py); GET reads it back. Per phase φ
 
     seconds_φ = FLOPs_φ / (R / s_φ) + operations_φ · t_op,     seconds = Σ_φ seconds_φ
 
@@ -42,7 +43,8 @@ from api_schemas.resources import (
 )
 from api_schemas.spec import JobSpec
 from config.settings import Settings
-from service.caps import time_rates
+from service.caps import CheckedSpec, time_rates
+from store.job_estimates import stored_estimate
 from store.throughput import FinishedRun, recent_runs
 
 CALIBRATION_WINDOW = 50
@@ -75,9 +77,8 @@ DEPLOYMENT_RATES = (
 )
 
 
-def rates_used(settings: Settings) -> EstimateRates:
-    """The time rates of this deployment and their source: the defaults unless either setting differs."""
-    rates = time_rates(settings)
+def rates_used(rates: TimeRates) -> EstimateRates:
+    """`rates` and their source: the shipped defaults, or this deployment's settings."""
     shipped = (rates.flops_per_s, rates.seconds_per_op) == (FLOPS_PER_S, SECONDS_PER_OP)
     return EstimateRates(
         flops_per_s=rates.flops_per_s, seconds_per_op=rates.seconds_per_op,
@@ -85,24 +86,22 @@ def rates_used(settings: Settings) -> EstimateRates:
     )
 
 
-def job_estimate(spec: JobSpec, settings: Settings) -> JobEstimate:
-    """The estimate of a validated spec; raises ValueError (naming the field) for a model it cannot plan."""
-    return _resource(JobEstimate, estimate_job(spec, time_rates(settings)), settings)
-
-
-def stored_estimate(document: dict, settings: Settings) -> JobEstimate | None:
-    """The estimate of a stored spec; None for one it cannot plan."""
+def job_estimate(stored: dict | None, spec: dict, settings: Settings) -> JobEstimate | None:
+    """A job's estimate as GET shows it: the one stored at submission (at the rates of that moment); for a job stored
+    before migration 0015 (or whose model cannot be planned) the spec's, at this deployment's rates; None if none."""
+    if stored is not None:
+        return _resource(JobEstimate, stored_estimate(stored))
     try:
-        return job_estimate(JobSpec.model_validate(document), settings)
+        return _resource(JobEstimate, estimate_job(JobSpec.model_validate(spec), time_rates(settings)))
     except ValueError:  # pydantic's ValidationError is one
         return None
 
 
-def dry_run(spec: JobSpec, parameters: int, settings: Settings, session: Session) -> JobDryRun:
-    """The estimate of a spec that passed the caps (service/caps.py:check_spec_caps), with those caps, and the
+def dry_run(spec: JobSpec, checked: CheckedSpec, settings: Settings, session: Session) -> JobDryRun:
+    """The estimate of a spec that passed the caps (service/caps.py:checked_spec), with those caps, and the
     same estimate calibrated per worker class from its recent succeeded jobs."""
     rates = time_rates(settings)
-    estimate = estimate_job(spec, rates)
+    estimate = checked.estimate or estimate_job(spec, rates)  # raises ValueError (naming the field) if unplannable
     caps = [
         EstimateCap(setting="max_job_memory_bytes", limit=settings.max_job_memory_bytes, value=estimate.memory_bytes),
         EstimateCap(setting="max_job_flops", limit=settings.max_job_flops, value=estimate.flops),
@@ -113,7 +112,7 @@ def dry_run(spec: JobSpec, parameters: int, settings: Settings, session: Session
     note = (f"each worker class's newest {CALIBRATION_WINDOW} succeeded jobs at most: per phase the median of measured / "
             "estimated seconds (training per step run); the caps are checked at `rates`" if by_class else
             "no succeeded job yet: no worker class has a measured throughput, every estimate is at `rates`")
-    return _resource(JobDryRun, estimate, settings, parameters=parameters, caps=caps, by_worker_class=by_class,
+    return _resource(JobDryRun, estimate, parameters=checked.parameters, caps=caps, by_worker_class=by_class,
                      calibration=note)
 
 
@@ -168,13 +167,13 @@ def _time_terms(job: FinishedRun, rates: TimeRates) -> dict[str, float] | None:
     return _time_terms_cache[key]
 
 
-def _resource(kind: type[JobEstimate], estimate: Estimate, settings: Settings, **extra) -> JobEstimate:
+def _resource(kind: type[JobEstimate], estimate: Estimate, **extra) -> JobEstimate:
     return kind(
         memory_bytes=estimate.memory_bytes, flops=estimate.flops,
         memory={term.name: int(term.value) for term in estimate.memory},
         work={term.name: term.value for term in estimate.work},
         seconds=estimate.seconds, time={term.name: term.value for term in estimate.time},
-        phases=_phases(estimate), rates=rates_used(settings), **extra,
+        phases=_phases(estimate), rates=rates_used(estimate.rates), **extra,
     )
 
 

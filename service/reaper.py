@@ -23,11 +23,11 @@ import logging
 import math
 import time
 
-from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
-from store.models import Job, utcnow
+from store import stale_jobs
+from store.models import utcnow
 from workers.queue import Broker
 
 log = logging.getLogger(__name__)
@@ -58,57 +58,21 @@ def requeue_stale_jobs(
 
 
 def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.datetime, max_attempts: int) -> list[str]:
-    stale = session.execute(
-        select(Job.id, Job.heartbeat_at, Job.cancel_requested, Job.attempts).where(
-            Job.status == "running", Job.heartbeat_at < stale_before
-        )
-    ).all()
-    requeued = []
-    for job_id, heartbeat_at, cancel_requested, attempts in stale:
-        if cancel_requested:
-            values = {"status": "cancelled", "progress_phase": "cancelled", "finished_at": now}
-        elif attempts >= max_attempts:
-            error = {"type": "WorkerLost", "message": f"the worker died {attempts} times running this job; giving up"}
-            values = {"status": "failed", "progress_phase": "failed", "finished_at": now, "error": error}
-        else:
-            values = {"status": "queued", "progress_phase": "queued", "enqueued_at": now, "worker": None}
-        taken = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "running", Job.heartbeat_at == heartbeat_at)
-            .values(**values)
-        ).rowcount
-        if taken and values["status"] == "queued":
-            log.warning("job %s: heartbeat stale since %s, requeued", job_id, heartbeat_at)
-            requeued.append(job_id)
-    return requeued
+    requeued = stale_jobs.settle_dead_workers(session, stale_before, now, max_attempts)
+    for job_id, heartbeat_at in requeued:
+        log.warning("job %s: heartbeat stale since %s, requeued", job_id, heartbeat_at)
+    return [job_id for job_id, _ in requeued]
 
 
 def _lost_messages(session: Session, stale_before: dt.datetime, now: dt.datetime, broker: Broker) -> list[str]:
-    waiting = session.execute(
-        select(Job.id, Job.enqueued_at).where(
-            Job.status == "queued",
-            or_(Job.enqueued_at < stale_before, and_(Job.enqueued_at.is_(None), Job.created_at < stale_before)),
-        )
-    ).all()
+    """The long-queued jobs, marked enqueued again, when the broker holds fewer messages than there are of them."""
+    waiting = stale_jobs.long_queued(session, stale_before)
     if not waiting:
         return []
     depth = broker.depth()
     if depth is None or depth >= len(waiting):
         return []
-    republished = []
-    for job_id, enqueued_at in waiting:
-        taken = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "queued", _same(Job.enqueued_at, enqueued_at))
-            .values(enqueued_at=now)
-        ).rowcount
-        if taken:
-            republished.append(job_id)
-    return republished
-
-
-def _same(column, value):
-    return column.is_(None) if value is None else column == value
+    return stale_jobs.mark_enqueued(session, waiting, now)
 
 
 async def reaper_loop(settings: Settings, sessions: sessionmaker[Session], broker: Broker) -> None:

@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session
 from starlette.requests import ClientDisconnect, Request
 
 from api_schemas import problems as types
+from api_schemas.base import MAX_NAME_LENGTH, text_problem
 from api_schemas.problems import FieldError
 from api_schemas.spec import DatasetData, JobSpec, ModelSpec, StoredDataset, input_dim, takes_integer_inputs
 from api_schemas.uploads import INVALID_UPLOAD
@@ -393,3 +394,15 @@ def _keeps_integers(model: ModelSpec, document: dict) -> bool:
     if model.kind == "onnx":
         return bool((document.get("stored") or {}).get("input_integer"))
     return takes_integer_inputs(model)
+
+
+def label_from(name: str | None, received: Received) -> str | None:
+    """The upload's name (query, else multipart field): stored text (api_schemas.base) of at most MAX_NAME_LENGTH characters."""
+    label = name if name is not None else received.fields.get("name")
+    if label is None:
+        return None
+    if len(label) > MAX_NAME_LENGTH:
+        raise invalid("name", f"at most {MAX_NAME_LENGTH} characters", type=types.VALIDATION)
+    if (problem := text_problem(label)) is not None:
+        raise invalid("name", problem, type=types.VALIDATION)
+    return label

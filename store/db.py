@@ -17,9 +17,16 @@ a job row is one statement, and metric chunks are only ever appended.
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, create_engine, event
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MAX_OVERFLOW = 4
@@ -29,6 +36,32 @@ POSTGRES_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 here is a few statements long; one left open is a worker whose link died between a heartbeat's
 UPDATE and its COMMIT, and it would hold the job row's lock — and block the reaper's re-queue —
 until TCP keepalive gave up on it (about 2 h by default)."""
+
+
+class ConstraintViolation(Exception):
+    """A commit the database refused for a constraint (rolled back): e.g. a concurrent request stored the same
+    Idempotency-Key first (uq_jobs_owner_idempotency_key, ix_sweeps_owner_idempotency_key)."""
+
+
+@contextlib.contextmanager
+def violations_raised(session: Session) -> Iterator[None]:
+    """Run the block (its inserts, flushes and commit); a constraint violation in it rolls the session back and
+    raises ConstraintViolation."""
+    try:
+        yield
+    except IntegrityError as error:
+        session.rollback()
+        raise ConstraintViolation(str(error.orig)) from error
+
+
+def answers(session: Session) -> bool:
+    """Whether the database answers SELECT 1 (readiness); a failure is logged, not raised."""
+    try:
+        session.execute(text("SELECT 1"))
+        return True
+    except SQLAlchemyError as error:
+        log.warning("database not ready: %s", error)
+        return False
 
 
 def is_sqlite(url: str) -> bool:

@@ -21,10 +21,12 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
+from api_schemas.estimate import Estimate
 from store import artifacts_repo, storage
 from store.fairness import fair_next_job
+from store.job_estimates import stored_estimate
 from store.models import Dataset, Job, MetricChunk, UploadedModel, utcnow
-from store.sweep_specs import job_spec_by_id
+from store.sweep_specs import job_spec
 from store.uploads_repo import read_blob
 
 transient = retry_if_exception_type(OperationalError)
@@ -55,6 +57,8 @@ class Claim:
     attempt: int
     spec: dict
     device: str
+    estimate: Estimate | None = None
+    """The estimate stored at submission (store/job_estimates.py); None for a job stored before migration 0015."""
 
 
 @dataclass(frozen=True)
@@ -200,9 +204,10 @@ def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[
     """The conditional UPDATE only one worker can win, in the caller's transaction; the job's full spec
     (a sweep job's materialised from its sweep's base, store/sweep_specs.py) names its device."""
     _cancel_if_requested(session, job_id)
-    spec = job_spec_by_id(session, job_id)
-    if spec is None:
+    job = session.scalar(select(Job).where(Job.id == job_id))
+    if job is None:
         return None
+    spec = job_spec(job)
     device = device_for(spec)
     now = utcnow()
     row = session.execute(
@@ -219,7 +224,7 @@ def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[
         return None
     session.execute(delete(MetricChunk).where(MetricChunk.job_id == job_id))
     artifacts_repo.delete_all(session, job_id)
-    return Claim(job_id=job_id, attempt=row.attempts, spec=spec, device=device)
+    return Claim(job_id=job_id, attempt=row.attempts, spec=spec, device=device, estimate=stored_estimate(job.estimate))
 
 
 def _within_quota(

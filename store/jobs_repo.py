@@ -42,11 +42,13 @@ def create_job(
     spec_hash: str,
     parameters: int,
     idempotency_key: str | None,
+    estimate: dict | None = None,
     sweep_id: str | None = None,
     spec_patch: dict | None = None,
 ) -> Job:
     """A queued job named, tagged and sized by its full `spec`; a sweep's job stores only its
-    `spec_patch` against the sweep's base (store/sweep_specs.py), a job on its own its spec."""
+    `spec_patch` against the sweep's base (store/sweep_specs.py), a job on its own its spec.
+    `estimate` is its estimate's document (store/job_estimates.py), made once at submission."""
     now = utcnow()
     job = Job(
         id=new_id("job"),
@@ -58,6 +60,7 @@ def create_job(
         spec_hash=spec_hash,
         idempotency_key=idempotency_key,
         parameters=parameters,
+        estimate=estimate,
         status="queued",
         progress_total=spec["training"]["max_steps"],
         created_at=now,

@@ -146,6 +146,8 @@ class Job(Base):
 
     summary: Mapped[dict | None] = mapped_column(JSON)
     error: Mapped[dict | None] = mapped_column(JSON)
+    # computed once at submission (store/job_estimates.py); NULL before migration 0015 or when unplannable
+    estimate: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
 
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     enqueued_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))

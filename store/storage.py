@@ -9,7 +9,7 @@ storing the same bytes again adds nothing. Counting and writing run under a per-
 uploads of one key (or an upload and a finishing job) never both count before either
 commits: on PostgreSQL a transaction-scoped advisory lock (its own key, not the active-jobs
 quota's); on SQLite the database's write lock, taken by an UPDATE that changes no row and
-held until the commit (as in service/quota.py). Both are released by the commit or rollback.
+held until the commit (as in store/owner_lock.py). Both are released by the commit or rollback.
 """
 
 from __future__ import annotations

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from store.models import Job
 
 
@@ -71,9 +68,3 @@ def job_spec(job: Job) -> dict[str, Any]:
     if job.spec_patch is None:
         return job.spec
     return apply_patch(job.sweep.spec["base"], job.spec_patch)
-
-
-def job_spec_by_id(session: Session, job_id: str) -> dict[str, Any] | None:
-    """`job_spec` of the job with this id, or None if there is none."""
-    job = session.scalar(select(Job).where(Job.id == job_id))
-    return None if job is None else job_spec(job)

@@ -31,12 +31,13 @@ from store.sweep_specs import job_spec
 @dataclass(frozen=True)
 class NewJob:
     """One grid point's job: its full spec document (for its name, tags and steps), the patch
-    stored for it, the hash of the two, and its parameter count."""
+    stored for it, the hash of the two, its parameter count and its estimate's document (store/job_estimates.py)."""
 
     spec: dict
     spec_patch: dict
     spec_hash: str
     parameters: int
+    estimate: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def create_sweep(
     rows = [
         jobs_repo.create_job(
             session, owner=owner, spec=new.spec, spec_hash=new.spec_hash, parameters=new.parameters,
-            idempotency_key=None, sweep_id=sweep.id, spec_patch=new.spec_patch,
+            estimate=new.estimate, idempotency_key=None, sweep_id=sweep.id, spec_patch=new.spec_patch,
         )
         for new in jobs
     ]

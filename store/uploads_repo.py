@@ -17,7 +17,7 @@ for jobs using it. On PostgreSQL these are row locks — `FOR KEY SHARE` (concur
 submissions do not block each other) against `FOR UPDATE` — and in READ COMMITTED the
 statements after the lock see what the other transaction committed: the delete then finds
 the new job (409), the submission finds no row (422). SQLite has no row locks: both take the
-database's write lock first (an UPDATE that changes no row; see service/quota.py) and read
+database's write lock first (an UPDATE that changes no row; see store/owner_lock.py) and read
 afterwards, so the second reads what the first committed.
 """
 

@@ -6,6 +6,7 @@ boundary, and expects `lint-imports` to fail naming the broken contract.
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,9 @@ def test_the_contracts_hold_on_this_tree():
     ("api_schemas/spec.py", "import numpy", "The wire contract imports only pydantic"),
     ("ntklab/client.py", "import sqlalchemy", "The SDK needs no server part"),
     ("analysis/fits.py", "import store.models", "Analysis is numeric only"),
+    ("service/api/routes/presets.py", "import service.api.routes.sweeps", "The routers are independent"),
+    ("service/api/routes/models.py", "from service.api.routes.datasets import owned", "The routers are independent"),
+    ("service/caps.py", "import sqlalchemy", "SQL lives in store/"),
 ])
 def test_crossing_a_boundary_breaks_a_contract(tmp_path: Path, module: str, line: str, contract: str):
     root = copy_of_the_packages(tmp_path)
@@ -56,3 +60,24 @@ def test_crossing_a_boundary_breaks_a_contract(tmp_path: Path, module: str, line
     assert done.returncode == 1, done.stdout + done.stderr
     broken = done.stdout.split("Broken contracts")[-1]
     assert contract in " ".join(broken.split()), done.stdout
+
+
+SESSION_TYPES = {"sqlalchemy.orm": {"Session", "sessionmaker"}}
+"""What the API may take from SQLAlchemy besides the errors of sqlalchemy.exc: the session's type."""
+
+
+def test_the_api_runs_no_sql_of_its_own():
+    """service/ names no SQL construct and runs no statement: its imports of SQLAlchemy (the modules the contract
+    "SQL lives in store/" lists) are the session's type and the database's errors; store/ holds every query."""
+    found = []
+    for path in sorted((REPO / "service").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(alias.name.startswith("sqlalchemy") for alias in node.names):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} imports sqlalchemy whole")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqlalchemy"):
+                names = {alias.name for alias in node.names}
+                if node.module != "sqlalchemy.exc" and not names <= SESSION_TYPES.get(node.module, set()):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} imports {sorted(names)} from {node.module}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("execute", "scalar", "scalars"):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} runs a statement (.{node.func.attr})")
+    assert found == []

@@ -7,7 +7,7 @@ cancelled job) the task returns without writing. A new attempt wipes the previou
 artifacts; the engine is deterministic given the spec's seed, so the retried series has
 every step exactly once. torch is imported in the worker's child process only.
 
-Memory: before running, the job's estimated peak memory (api_schemas/estimate.py) is checked
+Memory: before running, the job's estimated peak memory (api_schemas/estimate.py, stored at submission) is checked
 against the device's (worker_memory_budget_bytes, else the GPU's or the machine's memory); a job
 over it fails at once with both numbers (`exceeds_device_memory`). A CPU pool process is limited to
 its size after importing torch and running the warm-up job plus worker_memory_limit_bytes
@@ -49,7 +49,7 @@ from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api_schemas.estimate import estimate_job, format_bytes
+from api_schemas.estimate import Estimate, estimate_job, format_bytes
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from store.db import make_engine, make_session_factory
@@ -185,7 +185,7 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     except ValidationError as error:
         store.finish(claim, "failed", error={"type": "InvalidSpec", "message": str(error)})
         return
-    too_large = device_refusal(spec, settings, device)
+    too_large = device_refusal(spec, claim.estimate, settings, device)
     if too_large is not None:
         store.finish(claim, "failed", error=too_large)
         return
@@ -301,10 +301,13 @@ def device_memory(device: str, settings: Settings) -> tuple[int, str]:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's physical memory"
 
 
-def device_refusal(spec: JobSpec, settings: Settings, device: str) -> dict | None:
-    """The job's error if its estimated peak memory exceeds the device's, else None (also when it cannot be estimated)."""
+def device_refusal(spec: JobSpec, stored: Estimate | None, settings: Settings, device: str) -> dict | None:
+    """The job's error if its estimated peak memory exceeds the device's, else None (also when it cannot be estimated).
+
+    The estimate is the one stored at submission (store/job_estimates.py); only a job stored before migration
+    0015 has none, and is estimated here from its spec."""
     try:
-        estimate = estimate_job(spec)
+        estimate = stored or estimate_job(spec)
     except ValueError:
         return None
     available, source = device_memory(device, settings)

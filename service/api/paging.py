@@ -14,6 +14,8 @@ from config.settings import Settings
 from service.problems import ProblemError
 from store import jobs_repo
 
+DEFAULT_PAGE_SIZE = 20
+"""Rows per page when a list request gives no `limit`."""
 NOT_A_CURSOR = "not a cursor this API gave out; pass the `next` of a page"
 
 

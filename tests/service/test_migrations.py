@@ -6,7 +6,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import JSON, column, inspect, select, table, text, update
 
 from store.db import make_engine
 from store.models import Base
@@ -141,5 +141,32 @@ def test_0013_adds_label_ranges_and_keeps_the_data_sets(fresh_database, alembic_
         with engine.connect() as connection:
             assert "y_min" not in {column["name"] for column in inspect(connection).get_columns("datasets")}
             assert connection.execute(text("SELECT points FROM datasets WHERE id = 'ds_1'")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
+def test_0015_adds_the_stored_estimate_and_keeps_the_jobs(fresh_database, alembic_for):
+    """A job stored at 0014 has no estimate at 0015 (NULL: its readers estimate it from its spec); a stored
+    document reads back as it was written; downgrading drops the column and keeps the job."""
+    _, url = fresh_database
+    command.upgrade(alembic_for(url), "0014")
+    engine = make_engine(url)
+    document = {"memory_bytes": 123, "flops": 4.5, "memory": [["data", 123, "n·d"]], "work": [], "ops": [],
+                "rates": {"flops_per_s": 1e9, "seconds_per_op": 2e-5}}
+    try:
+        with engine.begin() as connection:
+            insert_kept_job(connection, "queued", attempts=0, step=0)
+        command.upgrade(alembic_for(url), "0015")
+        jobs = table("jobs", column("id"), column("estimate", JSON))  # the columns of 0015, whatever the models hold later
+        with engine.begin() as connection:
+            assert connection.execute(select(jobs.c.estimate).where(jobs.c.id == "job_kept")).scalar() is None
+            connection.execute(update(jobs).where(jobs.c.id == "job_kept").values(estimate=document))
+        with engine.connect() as connection:
+            assert connection.execute(select(jobs.c.estimate).where(jobs.c.id == "job_kept")).scalar() == document
+        command.downgrade(alembic_for(url), "0014")
+        with engine.connect() as connection:
+            assert "estimate" not in {column["name"] for column in inspect(connection).get_columns("jobs")}
+            assert connection.execute(text("SELECT parameters FROM jobs WHERE id = 'job_kept'")).scalar() == 7
     finally:
         engine.dispose()

@@ -16,7 +16,7 @@ import email.message
 import json
 from typing import Any
 
-from fastapi import Request
+from fastapi import Header, Request
 from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.utils import get_flat_params
 from fastapi.responses import JSONResponse
@@ -24,6 +24,7 @@ from fastapi.routing import APIRoute
 
 from api_schemas import problems as types
 from api_schemas.problems import Problem
+from service.idempotency import HEADER
 from service.problems import ProblemError
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
@@ -38,6 +39,14 @@ BODY_PROBLEMS = {
     413: {**PROBLEM, "description": "body larger than max_body_bytes"},
     415: {**PROBLEM, "description": "the body is not application/json"},
 }
+
+SUBMIT_PROBLEMS = {
+    422: {**PROBLEM, "description": "invalid grid or spec, a cap exceeded (max_sweep_jobs, max_sweep_bytes, …), "
+                                    "or an Idempotency-Key reused with another body"},
+    429: {**PROBLEM, "description": "too many queued + running jobs"},
+}
+"""What submitting a sweep (POST /v1/sweeps, POST /v1/presets/{name}) may answer besides the shared problems."""
+IDEMPOTENCY_KEY = Header(alias=HEADER, description="retry-safe: same key + same body → the first answer, not a second sweep")
 
 
 class FiniteJSONResponse(JSONResponse):

@@ -6,28 +6,21 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
-from api_schemas import problems as types
-from api_schemas.base import MAX_NAME_LENGTH, text_problem
-from api_schemas.problems import Problem
 from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
-from config.settings import Settings
-from service.api import paging
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
-from service.api.routes import StrictJSONRoute
-from service.api.routes.jobs import as_utc
-from service.array_upload import CheckedDataset, check_dataset
-from service.problems import ProblemError
-from service.storage_quota import refuse_if_full, reserve
+from service.api.paging import DEFAULT_PAGE_SIZE
+from service.api.resources import as_utc
+from service.api.routes import PROBLEM, StrictJSONRoute
+from service.api.upload_records import delete_unless_used, owned, page
+from service.storage_quota import refuse_if_full
 from service.upload_folders import temporary_folder
-from service.uploads import Received, invalid, receive
+from service.upload_storing import store_dataset
+from service.uploads import label_from, receive
 from store import models, uploads_repo
 
-PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
-DEFAULT_PAGE_SIZE = 20
 UPLOAD_BODY = {
     "requestBody": {
         "required": True,
@@ -90,7 +83,7 @@ async def upload_dataset(
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
-            _check_and_store, received, Path(folder), request.app.state.sessions, owner, label, settings,
+            store_dataset, received, Path(folder), request.app.state.sessions, owner, label, settings, dataset_resource,
         )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"{public_url(request)}/v1/datasets/{resource.id}"
@@ -127,93 +120,6 @@ def delete_dataset(dataset_id: str, session: SessionDep, scope: ScopeDep) -> Res
     row = owned(session, models.Dataset, scope, dataset_id, "data set")
     delete_unless_used(session, row, ("data", "id"), "data set")
     return Response(status_code=204)
-
-
-# --------------------------------------------------------------------------- shared with /v1/models
-
-
-def page(session, table, scope: str | None, settings: Settings, limit: int, after: str | None):
-    limit = paging.checked_limit(limit, settings, table.__tablename__)
-    rows, has_more = uploads_repo.list_page(session, table, scope, limit, paging.after_seq(after))
-    return rows, has_more, paging.next_cursor(rows, has_more)
-
-
-def owned(session, table, scope: str | None, upload_id: str, what: str):
-    row = uploads_repo.get(session, table, scope, upload_id)
-    if row is None:
-        raise ProblemError(404, f"no such {what}")
-    return row
-
-
-def delete_unless_used(session, row, spec_path: tuple[str, str], what: str) -> None:
-    """Delete the upload unless a queued or running job uses it (409 listing them).
-
-    The row is held first (uploads_repo.hold_for_delete), so a submission naming it either
-    committed before (its jobs are found here: 409) or waits for this commit and finds the
-    upload gone (422 on its `data.id` or `model.id`)."""
-    if uploads_repo.hold_for_delete(session, row) is None:
-        session.rollback()
-        raise ProblemError(404, f"no such {what}")
-    users = uploads_repo.active_jobs_using(session, row.owner, spec_path, row.id)
-    if users:
-        listed = ", ".join(users) + (", …" if len(users) == 10 else "")
-        session.rollback()
-        raise ProblemError(
-            409,
-            f"the {what} is used by queued or running jobs ({listed}); cancel them or wait until they finish",
-            type=types.INVALID_STATE,
-        )
-    uploads_repo.delete_upload(session, row)
-    session.commit()
-
-
-def label_from(name: str | None, received: Received) -> str | None:
-    """The upload's name (query, else multipart field): stored text (api_schemas.base) of at most MAX_NAME_LENGTH characters."""
-    label = name if name is not None else received.fields.get("name")
-    if label is None:
-        return None
-    if len(label) > MAX_NAME_LENGTH:
-        raise invalid("name", f"at most {MAX_NAME_LENGTH} characters", type=types.VALIDATION)
-    if (problem := text_problem(label)) is not None:
-        raise invalid("name", problem, type=types.VALIDATION)
-    return label
-
-
-def _check_and_store(
-    received: Received, folder: Path, sessions, owner: str, name: str | None, settings: Settings
-) -> tuple[Dataset, bool]:
-    """Check the files, then store them in a session opened here (the body is all on disk by now)."""
-    checked = check_dataset(received, folder, settings)
-    with sessions() as session:
-        for attempt in range(2):
-            try:
-                reserve(session, owner, [(checked.x.sha256, checked.x.size), (checked.y.sha256, checked.y.size)], settings)
-                row, created = _store(session, owner, name, checked)
-                return dataset_resource(row, uploads_repo.blob_hashes(session, [row.x_blob_id, row.y_blob_id])), created
-            except IntegrityError:
-                session.rollback()
-                if attempt:
-                    raise
-    raise AssertionError("unreachable")
-
-
-def _store(session, owner: str, name: str | None, checked: CheckedDataset) -> tuple[models.Dataset, bool]:
-    x_blob = uploads_repo.save_blob(session, owner, checked.x.sha256, checked.x.size, checked.x.path)
-    y_blob = uploads_repo.save_blob(session, owner, checked.y.sha256, checked.y.size, checked.y.path)
-    existing = uploads_repo.find_dataset(session, owner, x_blob, y_blob)
-    if existing is not None:
-        session.commit()
-        return existing, False
-    row = models.Dataset(
-        id=models.new_id("ds"), owner=owner, name=name, x_blob_id=x_blob, y_blob_id=y_blob, points=checked.points,
-        x_shape=list(checked.x.shape), x_dtype=checked.x.dtype.name, y_shape=list(checked.y.shape),
-        y_dtype=checked.y.dtype.name, size=checked.x.size + checked.y.size, created_at=models.utcnow(),
-        x_min=checked.x_range[0] if checked.x_range else None, x_max=checked.x_range[1] if checked.x_range else None,
-        y_min=checked.y_range[0] if checked.y_range else None, y_max=checked.y_range[1] if checked.y_range else None,
-    )
-    session.add(row)
-    session.commit()
-    return row, True
 
 
 def dataset_resource(row: models.Dataset, hashes: dict[str, str]) -> Dataset:

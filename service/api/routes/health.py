@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 
 from api_schemas import problems as types
 from api_schemas.problems import Problem
 from service.api.deps import BrokerDep, SessionDep, SettingsDep
 from service.api.routes import StrictJSONRoute
 from service.problems import ProblemError
-
-log = logging.getLogger(__name__)
+from store.db import answers
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
@@ -31,7 +26,7 @@ def healthz() -> dict[str, str]:
     responses={503: {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}, "description": "not ready"}},
 )
 def readyz(session: SessionDep, settings: SettingsDep, broker: BrokerDep) -> dict[str, str]:
-    checks = {"database": _database_ok(session), "broker": broker.ok()}
+    checks = {"database": answers(session), "broker": broker.ok()}
     failing = [name for name, ok in checks.items() if not ok]
     if failing:
         raise ProblemError(
@@ -47,12 +42,3 @@ def readyz(session: SessionDep, settings: SettingsDep, broker: BrokerDep) -> dic
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
-
-
-def _database_ok(session) -> bool:
-    try:
-        session.execute(text("SELECT 1"))
-        return True
-    except SQLAlchemyError as error:
-        log.warning("database not ready: %s", error)
-        return False

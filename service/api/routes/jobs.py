@@ -3,39 +3,29 @@ cancel, delete; a job's artifacts are served by service/api/routes/artifacts.py.
 
 from __future__ import annotations
 
-import datetime as dt
-import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Response
-from sqlalchemy.exc import IntegrityError
 
 from api_schemas import problems as types
-from api_schemas.problems import FieldError, Problem
 from api_schemas.resources import (
     Job, JobDryRun, JobPage, JobStatus, JobUpdate, Progress, Series,
 )
 from api_schemas.run_warnings import split_stored_summary
 from api_schemas.spec import JobSpec
 from config.settings import Settings
-from service import quota
+from service import submission
 from service.api import paging
 from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
-from service.api.routes import FiniteJSONResponse, StrictJSONRoute
-from service.caps import check_spec_caps
-from service.estimates import dry_run, stored_estimate
-from service.idempotency import HEADER, check_key, refuse_reuse, spec_hash
-from service.problems import ProblemError, summarize
-from service.uploads import resolve_uploads
-from store import jobs_repo, models, uploads_repo
+from service.api.resources import as_utc
+from service.api.routes import PROBLEM, FiniteJSONResponse, StrictJSONRoute
+from service.estimates import job_estimate
+from service.idempotency import HEADER
+from service.problems import ProblemError
+from store import jobs_repo, models
 from store.sweep_specs import job_spec
-from workers.queue import Broker
 
-log = logging.getLogger(__name__)
-
-PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such job (or not yours)"}}
-DEFAULT_PAGE_SIZE = 20
 SinceStep = Annotated[int | None, Query(ge=0, le=2**31 - 1, description="only the points with a greater step")]
 
 SPEC_EXAMPLES = {
@@ -111,32 +101,16 @@ def create_job(
     phase timings. Nothing is stored or queued; the Idempotency-Key and the
     queued-jobs quota are not consulted.
     """
-    key = check_key(idempotency_key)
-    spec = resolve_uploads(spec, session, owner)
     if dry_run_:
-        answer = dry_run(spec, check_spec_caps(spec, settings), settings, session)
+        answer = submission.dry_run_job(spec, idempotency_key, session, owner, settings)
         return FiniteJSONResponse(answer.model_dump(mode="json"))
-    document = spec.model_dump(mode="json")
-    digest = spec_hash(document)
-    if key is not None and (first := jobs_repo.find_by_idempotency_key(session, owner, key)) is not None:
-        return _replay(first, digest, key, session, response, settings, public_url)
-    parameters = check_spec_caps(spec, settings)
-    with quota.reserve(session, owner, 1, settings):
-        hold_uploads(session, owner, [document])
-        job = jobs_repo.create_job(
-            session, owner=owner, spec=document, spec_hash=digest, parameters=parameters, idempotency_key=key
-        )
-        try:
-            session.commit()
-        except IntegrityError:
-            session.rollback()
-            first = jobs_repo.find_by_idempotency_key(session, owner, key) if key is not None else None
-            if first is None:
-                raise
-            return _replay(first, digest, key, session, response, settings, public_url)
-    _publish(broker, job.id)
-    _accepted(response, job.id, settings, public_url)
-    return job_resource(job, list(dict.fromkeys(spec.tags)), settings, with_spec=True)
+    submitted = submission.submit_job(spec, idempotency_key, session, owner, settings, broker)
+    job = submitted.row
+    response.headers["Location"] = f"{public_url}/v1/jobs/{job.id}"
+    response.headers["Retry-After"] = str(settings.retry_after_s)
+    if submitted.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return job_resource(job, jobs_repo.spec_tags(job), settings, with_spec=True)
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
@@ -147,7 +121,7 @@ def list_jobs(
     status: Annotated[list[JobStatus] | None, Query(description="repeat to match several")] = None,
     tag: Annotated[str | None, Query(max_length=64)] = None,
     sweep_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = DEFAULT_PAGE_SIZE,
+    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = paging.DEFAULT_PAGE_SIZE,
     after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
 ) -> JobPage:
     limit = paging.checked_limit(limit, settings, "jobs")
@@ -255,7 +229,7 @@ def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
 
 
 def job_resource(job: models.Job, tags: list[str], settings: Settings, *, with_spec: bool) -> Job:
-    """The job as the API shows it; with its spec, the estimate at this deployment's rates (service/estimates.py)."""
+    """The job as the API shows it; with its spec, the estimate stored at submission (service/estimates.py)."""
     spec = job_spec(job) if with_spec else None
     summary, warnings = split_stored_summary(job.summary)
     return Job(
@@ -279,27 +253,8 @@ def job_resource(job: models.Job, tags: list[str], settings: Settings, *, with_s
         started_at=as_utc(job.started_at),
         finished_at=as_utc(job.finished_at),
         spec=spec,
-        estimate=stored_estimate(spec, settings) if spec is not None else None,
+        estimate=job_estimate(job.estimate, spec, settings) if spec is not None else None,
     )
-
-
-def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
-    """Times are stored in UTC; SQLite hands them back without a zone, PostgreSQL with one."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=dt.timezone.utc)
-
-
-def hold_uploads(session, owner: str, documents: list[dict]) -> None:
-    """Hold the uploads these job specs name until the jobs are committed (uploads_repo.hold_for_jobs), in the
-    transaction that inserts them; one deleted since resolve_uploads looked it up is the 422 an unknown id gets."""
-    missing = uploads_repo.hold_for_jobs(session, owner, documents)
-    if not missing:
-        return
-    session.rollback()
-    errors = [FieldError(field=field, message=f"no {'data set' if field == 'data.id' else 'model'} {upload_id} (or not yours)",
-                         value=upload_id) for field, upload_id in missing]
-    raise ProblemError(422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors)
 
 
 def _owned_job(session, scope: str | None, job_id: str, *, fresh: bool = False) -> models.Job:
@@ -309,24 +264,3 @@ def _owned_job(session, scope: str | None, job_id: str, *, fresh: bool = False) 
     return job
 
 
-def _replay(
-    first: models.Job, digest: str, key: str, session, response: Response, settings: Settings, public_url: str
-) -> Job:
-    if first.spec_hash != digest:
-        raise refuse_reuse(key, first.id)
-    _accepted(response, first.id, settings, public_url)
-    response.headers["Idempotent-Replayed"] = "true"
-    return job_resource(first, jobs_repo.spec_tags(first), settings, with_spec=True)
-
-
-def _accepted(response: Response, job_id: str, settings: Settings, public_url: str) -> None:
-    response.headers["Location"] = f"{public_url}/v1/jobs/{job_id}"
-    response.headers["Retry-After"] = str(settings.retry_after_s)
-
-
-def _publish(broker: Broker, job_id: str) -> None:
-    """Send the job to the broker; a job whose message is lost stays queued and the reaper sends it again."""
-    try:
-        broker.enqueue(job_id)
-    except Exception as error:
-        log.warning("job %s stored but not published yet (the reaper retries): %s", job_id, error)

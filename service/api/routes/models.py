@@ -6,25 +6,20 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
-from api_schemas import problems as types
-from api_schemas.problems import Problem
 from api_schemas.uploads import Model, ModelPage, TensorInfo, TrainableTensor
-from config.settings import Settings
 from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
-from service.api.routes import StrictJSONRoute
-from service.api.routes.datasets import DEFAULT_PAGE_SIZE, delete_unless_used, label_from, owned, page
-from service.api.routes.jobs import as_utc
-from service.model_checks import ModelChecks
-from service.onnx_upload import check_onnx
-from service.storage_quota import refuse_if_full, reserve
+from service.api.paging import DEFAULT_PAGE_SIZE
+from service.api.resources import as_utc
+from service.api.routes import PROBLEM, StrictJSONRoute
+from service.api.upload_records import delete_unless_used, owned, page
+from service.storage_quota import refuse_if_full
 from service.upload_folders import temporary_folder
-from service.uploads import Received, invalid, receive
+from service.upload_storing import store_model
+from service.uploads import label_from, receive
 from store import models, uploads_repo
 
-PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 NOT_FOUND = {404: {**PROBLEM, "description": "no such model (or not yours)"}}
 UPLOAD_BODY = {
     "requestBody": {
@@ -81,7 +76,8 @@ async def upload_model(
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file",), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
-            _check_and_store, received, request.app.state.sessions, request.app.state.model_checks, owner, label, settings,
+            store_model, received, request.app.state.sessions, request.app.state.model_checks, owner, label, settings,
+            model_resource,
         )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"{public_url(request)}/v1/models/{resource.id}"
@@ -118,48 +114,6 @@ def delete_model(model_id: str, session: SessionDep, scope: ScopeDep) -> Respons
     row = owned(session, models.UploadedModel, scope, model_id, "model")
     delete_unless_used(session, row, ("model", "id"), "model")
     return Response(status_code=204)
-
-
-def _check_and_store(
-    received: Received, sessions, checks: ModelChecks, owner: str, name: str | None, settings: Settings
-) -> tuple[Model, bool]:
-    """Check the file (in its turn: service/model_checks.py), then store it in a session opened here (the body is all
-    on disk by now)."""
-    file = received.files.get("file")
-    if file is None:
-        raise invalid("file", "send the ONNX file as the body or as multipart part `file`")
-    if file.filename and file.filename.lower().endswith((".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt", ".bin")):
-        raise invalid("file", f"{file.filename!r} looks like a torch checkpoint or pickle; ntklab takes ONNX files only, "
-                      "because loading a checkpoint can run code (export with torch.onnx.export)")
-    with checks.turn(file.size):
-        checked = check_onnx(file.path, settings)
-    with sessions() as session:
-        for attempt in range(2):
-            try:
-                reserve(session, owner, [(file.sha256, file.size)], settings)
-                blob = uploads_repo.save_blob(session, owner, file.sha256, file.size, file.path)
-                existing = uploads_repo.find_model(session, owner, blob)
-                if existing is not None:
-                    session.commit()
-                    return model_resource(existing, uploads_repo.blob_hashes(session, [existing.blob_id])), False
-                row = models.UploadedModel(
-                    id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
-                    parameters=checked.parameters, trainable=checked.trainable, inputs=checked.inputs,
-                    outputs=checked.outputs, operators=checked.operators, opset=checked.opset, size=file.size,
-                    created_at=models.utcnow(), activation_elements=checked.activation_elements,
-                    forward_flops=checked.forward_flops, constant_bytes=checked.constant_bytes,
-                    constant_elements=checked.constant_elements, folding_flops=checked.folding_flops,
-                    fixed_elements=checked.fixed_elements, fixed_flops=checked.fixed_flops,
-                    input_vocabulary=checked.input_vocabulary, nodes=checked.nodes,
-                )
-                session.add(row)
-                session.commit()
-                return model_resource(row, uploads_repo.blob_hashes(session, [row.blob_id])), True
-            except IntegrityError:
-                session.rollback()
-                if attempt:
-                    raise
-    raise AssertionError("unreachable")
 
 
 def model_resource(row: models.UploadedModel, hashes: dict[str, str]) -> Model:

@@ -7,13 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 
 from api_schemas.sweeps import PresetInfo, PresetList, PresetRun, Sweep
+from service import submission
 from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, SessionDep, SettingsDep
-from service.api.routes import StrictJSONRoute
-from service.api.routes.jobs import PROBLEM
-from service.api.routes.sweeps import IDEMPOTENCY_KEY, SUBMIT_PROBLEMS, submit_sweep
+from service.api.resources import submitted_sweep
+from service.api.routes import IDEMPOTENCY_KEY, PROBLEM, SUBMIT_PROBLEMS, StrictJSONRoute
 from service.grid import grid_size
 from service.presets import PRESETS, SCALES
-from service.problems import ProblemError
 
 router = APIRouter(prefix="/v1/presets", tags=["presets"], route_class=StrictJSONRoute)
 
@@ -47,7 +46,6 @@ def run_preset(
     """Submit the preset's sweep at `scale` (smoke | cpu | paper); follow it at GET /v1/sweeps/{id}.
 
     An Idempotency-Key is honoured as by POST /v1/sweeps: compared by the sweep the preset makes."""
-    preset = PRESETS.get(name)
-    if preset is None:
-        raise ProblemError(404, f"no preset named {name!r}; GET /v1/presets lists them")
-    return submit_sweep(preset.sweep((run or PresetRun()).scale), session, owner, settings, broker, idempotency_key, public_url)
+    scale = (run or PresetRun()).scale
+    submitted = submission.submit_preset(name, scale, idempotency_key, session, owner, settings, broker)
+    return submitted_sweep(session, submitted, settings, public_url)

@@ -18,7 +18,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, Optional, ParamSpec, cast
 
 import typer
 from rich.table import Table
@@ -38,6 +38,8 @@ from ntklab.cli_output import (
     say,
     timings_text,
 )
+from ntklab.resources import Job, JobDryRun, Sweep
+from ntklab.resources.presets import Scale
 from ntklab.terminal import stdout_console
 
 app = typer.Typer()
@@ -76,12 +78,15 @@ def _problem(error: errors.APIStatusError) -> tuple[str, dict[str, Any]]:
     return "\n".join([head, *lines]), document
 
 
-def _exits(command):
+P = ParamSpec("P")
+
+
+def _exits(command: Callable[P, None]) -> Callable[P, None]:
     """Map SDK failures to the exit codes: 1 job failed, 2 usage error, 3 service unreachable."""
 
     @functools.wraps(command)
-    def run(*args, **kwargs):
-        as_json = kwargs.get("as_json", False)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        as_json = bool(kwargs.get("as_json", False))
         try:
             return command(*args, **kwargs)
         except errors.JobFailedError as failure:
@@ -100,7 +105,7 @@ def _exits(command):
 
 # ----------------------------------------------------------------------------- jobs
 
-def _client(url: str | None, api_key: str | None) -> "ntklab_client.Client":
+def _client(url: str | None, api_key: str | None) -> ntklab_client.Client:
     return ntklab_client.Client(base_url=url, api_key=api_key)
 
 
@@ -114,7 +119,7 @@ def _cell(value: Any, name: str = "") -> str:
     return str(value)
 
 
-def _show_job(job, as_json: bool = False) -> None:
+def _show_job(job: Job, as_json: bool = False) -> None:
     """A job, each field once: id, status, progress, device, attempts, error, warnings, then the summary."""
     if as_json:
         emit(job.model_dump(mode="json"))
@@ -154,7 +159,7 @@ def submit(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key:
     _submit(spec, wait, url, api_key, as_json)
 
 
-def _show_estimate(estimate, as_json: bool) -> None:
+def _show_estimate(estimate: JobDryRun, as_json: bool) -> None:
     """A dry run for people: the phases by estimated seconds and their total, with a column per worker class
     calibrated by its measured throughput (seconds and the factor; "rates" where a phase is uncalibrated), then
     the peak memory, the rates and where they come from, what the calibration rests on, and each estimate cap
@@ -181,8 +186,9 @@ def _show_estimate(estimate, as_json: bool) -> None:
     stdout_console().print(table)
     rates = estimate.rates
     say(f"peak memory {format_bytes(estimate.memory_bytes)}, {estimate.parameters} trainable parameters", False)
-    say(f"rates {rates.flops_per_s:.3g} FLOP/s and {rates.seconds_per_op:.3g} s per operation, {rates.source}: "
-         f"{rates.detail}", False)
+    if rates is not None:
+        say(f"rates {rates.flops_per_s:.3g} FLOP/s and {rates.seconds_per_op:.3g} s per operation, {rates.source}: "
+            f"{rates.detail}", False)
     for name, worker in classes.items():
         say(f"{name}: calibrated by {worker.jobs} succeeded jobs on {', '.join(worker.devices)}", False)
     if estimate.calibration:
@@ -309,7 +315,13 @@ def list_jobs(
 
 # ----------------------------------------------------------------------------- sweeps and presets
 
-def _show_sweep(sweep, as_json: bool) -> None:
+def _grid(sweep: Sweep) -> list[str]:
+    """The sweep's grid axes as submitted (a linked axis is "a,b")."""
+    grid = sweep.spec.get("grid")
+    return list(grid) if isinstance(grid, dict) else []
+
+
+def _show_sweep(sweep: Sweep, as_json: bool) -> None:
     """A sweep: its status and job counts, what its grid varies, and one verdict per fitted group."""
     if as_json:
         emit(sweep.model_dump(mode="json"))
@@ -318,14 +330,14 @@ def _show_sweep(sweep, as_json: bool) -> None:
     counts = ", ".join(f"{count} {status}" for status, count in sweep.counts.items() if count)
     named = f" ({sweep.name})" if sweep.name else ""
     out.print(Text(f"sweep {sweep.id}{named} {sweep.status}: {counts or 'no jobs'} (of {sweep.total})"))
-    out.print(Text(f"  grid: {', '.join(sweep.spec.get('grid', {}))}"))
+    out.print(Text(f"  grid: {', '.join(_grid(sweep))}"))
     for fit in sweep.fits:
         out.print(Text(f"  {fit['verdict']}"))
         for warning in fit.get("warnings", []):
             out.print(Text(f"    warning {warning['code']}: {warning['message']}"))
 
 
-def _follow_sweep(client, sweep, wait: bool, as_json: bool) -> None:
+def _follow_sweep(client: ntklab_client.Client, sweep: Sweep, wait: bool, as_json: bool) -> None:
     say(f"submitted sweep {sweep.id} ({sweep.total} jobs); follow it with: ntklab sweeps show {sweep.id}", as_json)
     if wait:
         sweep = client.sweeps.wait(sweep.id, progress=not as_json)
@@ -355,7 +367,8 @@ def preset(
 ) -> None:
     """Run one of the paper's experiments (fig1-width, fig2-bottleneck, table1-hessian, …) as a sweep."""
     with _client(url, api_key) as client:
-        _follow_sweep(client, client.presets.run(name, scale=scale), wait, as_json)
+        # the service judges the scale: another word is a 422 naming `scale`
+        _follow_sweep(client, client.presets.run(name, scale=cast(Scale, scale)), wait, as_json)
 
 
 @app.command()
@@ -422,7 +435,7 @@ def sweep_table(
     if as_json:
         emit(rows)
         return
-    axes = [path for axis in sweep.spec.get("grid", {}) for path in axis.split(",")]
+    axes = [path for axis in _grid(sweep) for path in axis.split(",")]
     if csv:
         _print_csv(rows)
         return

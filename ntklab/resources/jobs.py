@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import io
 import json
 import time
@@ -267,7 +268,7 @@ class Jobs(SyncAPIResource):
         update.job._client = self._client
         return update
 
-    def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
+    def artifacts(self, job: JobRef) -> builtins.list[ArtifactInfo]:
         return _artifacts(self._get(f"/v1/jobs/{job_id(job)}/artifacts", cast_to=dict))
 
     def download(self, job: JobRef, name: str) -> bytes:
@@ -350,7 +351,7 @@ class AsyncJobs(AsyncAPIResource):
         update.job._async_client = self._client
         return update
 
-    async def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
+    async def artifacts(self, job: JobRef) -> builtins.list[ArtifactInfo]:
         return _artifacts(await self._get(f"/v1/jobs/{job_id(job)}/artifacts", cast_to=dict))
 
     async def download(self, job: JobRef, name: str) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ class Sweep(wire.Sweep):
 
     model_config = ConfigDict(extra="allow")
 
-    fits: list[dict[str, Any]] = Field(default_factory=list)
+    fits: list[dict[str, Any]] = Field(default_factory=list)  # type: ignore[assignment]  # plain dicts, on purpose
 
     @property
     def finished(self) -> bool:
@@ -136,7 +137,7 @@ class Sweeps(SyncAPIResource):
         rows = list(self.iter_rows(sweep_id))
         return _as_frame(rows) if as_frame else rows
 
-    def fits(self, sweep_id: str) -> list[dict[str, Any]]:
+    def fits(self, sweep_id: str) -> builtins.list[dict[str, Any]]:
         return self.retrieve(sweep_id).fits
 
     def plot_image(self, sweep_id: str, *, x: str | None = None, y: str | None = None, format: str = "png") -> bytes:
@@ -194,7 +195,7 @@ class AsyncSweeps(AsyncAPIResource):
         rows = [row async for row in self.iter_rows(sweep_id)]
         return _as_frame(rows) if as_frame else rows
 
-    async def fits(self, sweep_id: str) -> list[dict[str, Any]]:
+    async def fits(self, sweep_id: str) -> builtins.list[dict[str, Any]]:
         return (await self.retrieve(sweep_id)).fits
 
     async def plot_image(

@@ -27,6 +27,7 @@ up: $(STAMP)
 test: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
 	$(VENV)/bin/lint-imports; \
+	$(VENV)/bin/mypy; \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -1,5 +1,9 @@
 """Transport: one request = build once, send with retries, map failures to exceptions.
 
+`Transport.request` / `AsyncTransport.request` are the one public way to the service: a JSON
+body (`json=`) or raw bytes (`content=`, what uploads send) take the same path, so every
+request, uploads included, has the same retries, headers and error mapping.
+
 Retries (tenacity) cover connection errors, timeouts, 429 and 5xx. The wait before
 retry k (k = 1, 2, …) is the answer's `Retry-After` when it has one (capped at
 `MAX_RETRY_AFTER_S`), else exponential backoff with jitter:
@@ -12,8 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import math
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -43,7 +49,7 @@ class Options:
     def url(self, path: str) -> str:
         return self.base_url.rstrip("/") + path
 
-    def headers(self, method: str, extra: dict[str, str] | None) -> dict[str, str]:
+    def headers(self, method: str, extra: Mapping[str, str] | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
         if self.api_key:
             headers["X-API-Key"] = self.api_key
@@ -72,7 +78,7 @@ def retry_after_seconds(response: httpx.Response | None) -> float | None:
 def _is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, errors.APIConnectionError):
         return True
-    return isinstance(exc, errors.APIStatusError) and (exc.status == 429 or exc.status >= 500)
+    return isinstance(exc, errors.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
 
 
 _backoff = wait_exponential_jitter(multiplier=INITIAL_BACKOFF_S, max=MAX_BACKOFF_S, jitter=JITTER_S)
@@ -86,7 +92,8 @@ def _wait(state: RetryCallState) -> float:
     return _backoff(state)
 
 
-def _policy(max_retries: int) -> dict[str, Any]:
+def retry_policy(max_retries: int) -> dict[str, Any]:
+    """tenacity's arguments for `max_retries` retries of a retryable failure, waiting as the module says."""
     return dict(
         stop=stop_after_attempt(max_retries + 1),
         wait=_wait,
@@ -101,12 +108,21 @@ def _checked(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _build(options: Options, method: str, path: str, params: dict | None, json: Any, headers: dict | None):
-    return dict(
+Params = Mapping[str, Any]
+Headers = Mapping[str, str]
+
+
+def _build(
+    http: httpx.Client | httpx.AsyncClient, options: Options, method: str, path: str, params: Params | None,
+    json: Any, content: bytes | None, headers: Headers | None,
+) -> httpx.Request:
+    """The request, built once: every retry of a call sends these bytes with this Idempotency-Key."""
+    return http.build_request(
         method=method,
         url=options.url(path),
         params={key: value for key, value in (params or {}).items() if value is not None},
         json=json,
+        content=content,
         headers=options.headers(method, headers),
         timeout=options.timeout,
     )
@@ -120,10 +136,12 @@ class Transport:
         self.http = http
 
     def request(
-        self, method: str, path: str, *, params: dict | None = None, json: Any = None, headers: dict | None = None
+        self, method: str, path: str, *, params: Params | None = None, json: Any = None, content: bytes | None = None,
+        headers: Headers | None = None,
     ) -> httpx.Response:
-        request = self.http.build_request(**_build(self.options, method, path, params, json, headers))
-        for attempt in Retrying(**_policy(self.options.max_retries)):
+        """Send `method path` (a JSON body or raw `content`) with the retry policy; the answer if it is a success."""
+        request = _build(self.http, self.options, method, path, params, json, content, headers)
+        for attempt in Retrying(**retry_policy(self.options.max_retries)):
             with attempt:
                 response = self._send(request)
         return response
@@ -146,10 +164,12 @@ class AsyncTransport:
         self.http = http
 
     async def request(
-        self, method: str, path: str, *, params: dict | None = None, json: Any = None, headers: dict | None = None
+        self, method: str, path: str, *, params: Params | None = None, json: Any = None, content: bytes | None = None,
+        headers: Headers | None = None,
     ) -> httpx.Response:
-        request = self.http.build_request(**_build(self.options, method, path, params, json, headers))
-        async for attempt in AsyncRetrying(**_policy(self.options.max_retries)):
+        """`Transport.request`, awaited."""
+        request = _build(self.http, self.options, method, path, params, json, content, headers)
+        async for attempt in AsyncRetrying(**retry_policy(self.options.max_retries)):
             with attempt:
                 response = await self._send(request)
         return response
@@ -168,3 +188,15 @@ def poll_delay(response: httpx.Response, poll_interval: float) -> float:
     """Seconds to sleep before the next poll: at least `poll_interval`, at least `Retry-After`."""
     asked = retry_after_seconds(response)
     return max(poll_interval, min(asked, MAX_RETRY_AFTER_S) if asked is not None else 0.0)
+
+
+class Deadline:
+    """`timeout` seconds from now (never, for None): a `wait()` gives up when its next poll would fall past it."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.seconds = math.inf if timeout is None else timeout
+        self._at = time.monotonic() + self.seconds
+
+    def allows(self, delay: float) -> bool:
+        """Whether sleeping `delay` seconds still ends within the deadline."""
+        return time.monotonic() + delay <= self._at

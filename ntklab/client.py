@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -47,7 +48,7 @@ def _options(base_url: str | None, api_key: str | None, timeout: TimeoutLike, ma
     )
 
 
-def _changed(options: Options, overrides: dict[str, Any]) -> Options:
+def _changed(options: Options, overrides: Mapping[str, Any]) -> Options:
     unknown = set(overrides) - {field.name for field in dataclasses.fields(Options)}
     if unknown:
         raise TypeError(f"with_options() got unknown options {sorted(unknown)}")
@@ -69,7 +70,10 @@ class Client:
         *,
         http_client: httpx.Client | None = None,
     ) -> None:
-        self._transport = Transport(_options(base_url, api_key, timeout, max_retries), http_client or httpx.Client())
+        self._attach(Transport(_options(base_url, api_key, timeout, max_retries), http_client or httpx.Client()))
+
+    def _attach(self, transport: Transport) -> None:
+        self.transport = transport
         self.jobs = Jobs(self)
         self.sweeps = Sweeps(self)
         self.presets = Presets(self)
@@ -78,18 +82,16 @@ class Client:
 
     @property
     def base_url(self) -> str:
-        return self._transport.options.base_url
+        return self.transport.options.base_url
 
     def with_options(self, **overrides: Any) -> Client:
         """A client sharing this one's connection pool with base_url, api_key, timeout or max_retries changed."""
         copy = object.__new__(Client)
-        copy._transport = Transport(_changed(self._transport.options, overrides), self._transport.http)
-        copy.jobs, copy.sweeps, copy.presets = Jobs(copy), Sweeps(copy), Presets(copy)
-        copy.datasets, copy.models = Datasets(copy), Models(copy)
+        copy._attach(Transport(_changed(self.transport.options, overrides), self.transport.http))
         return copy
 
     def close(self) -> None:
-        self._transport.http.close()
+        self.transport.http.close()
 
     def __enter__(self) -> Client:
         return self
@@ -99,8 +101,9 @@ class Client:
 
 
 class AsyncClient:
-    """The asynchronous twin of `Client`: the same resources, every method awaitable
-    (`list` is an async iterator)."""
+    """The asynchronous twin of `Client`: the same resources and methods, each awaitable; `list` returns an
+    AsyncPaginator (`await` it for the first page, `async for` over it for every item) and jobs are AsyncJobs
+    (`await job.plot()`)."""
 
     def __init__(
         self,
@@ -111,9 +114,10 @@ class AsyncClient:
         *,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        self._transport = AsyncTransport(
-            _options(base_url, api_key, timeout, max_retries), http_client or httpx.AsyncClient()
-        )
+        self._attach(AsyncTransport(_options(base_url, api_key, timeout, max_retries), http_client or httpx.AsyncClient()))
+
+    def _attach(self, transport: AsyncTransport) -> None:
+        self.transport = transport
         self.jobs = AsyncJobs(self)
         self.sweeps = AsyncSweeps(self)
         self.presets = AsyncPresets(self)
@@ -122,17 +126,16 @@ class AsyncClient:
 
     @property
     def base_url(self) -> str:
-        return self._transport.options.base_url
+        return self.transport.options.base_url
 
     def with_options(self, **overrides: Any) -> AsyncClient:
+        """`Client.with_options`: a client sharing this one's connection pool with options changed."""
         copy = object.__new__(AsyncClient)
-        copy._transport = AsyncTransport(_changed(self._transport.options, overrides), self._transport.http)
-        copy.jobs, copy.sweeps, copy.presets = AsyncJobs(copy), AsyncSweeps(copy), AsyncPresets(copy)
-        copy.datasets, copy.models = AsyncDatasets(copy), AsyncModels(copy)
+        copy._attach(AsyncTransport(_changed(self.transport.options, overrides), self.transport.http))
         return copy
 
     async def close(self) -> None:
-        await self._transport.http.aclose()
+        await self.transport.http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self

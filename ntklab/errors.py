@@ -45,13 +45,15 @@ class APITimeoutError(APIConnectionError):
 
 
 class APIStatusError(APIError):
-    """The service answered with a 4xx or 5xx status; the problem+json fields are attributes."""
+    """The service answered with a 4xx or 5xx status; the problem+json fields are attributes.
 
-    status_code: int = 0
+    `status_code` (and its older name `status`) is this answer's status: a 503 reads 503 on an
+    InternalServerError, which stands for every 5xx."""
 
     def __init__(self, response: httpx.Response, problem: dict[str, Any]) -> None:
         self.response = response
-        self.status = response.status_code
+        self.status_code: int = response.status_code
+        self.status: int = response.status_code
         self.type: str = problem.get("type") or "about:blank"
         self.title: str = problem.get("title") or response.reason_phrase
         self.detail: str | None = problem.get("detail")
@@ -65,41 +67,39 @@ class APIStatusError(APIError):
 
 
 class BadRequestError(APIStatusError):
-    status_code = 400
+    """A 400 answer."""
 
 
 class AuthenticationError(APIStatusError):
-    status_code = 401
+    """A 401 answer."""
 
 
 class PermissionDeniedError(APIStatusError):
-    status_code = 403
+    """A 403 answer."""
 
 
 class NotFoundError(APIStatusError):
-    status_code = 404
+    """A 404 answer."""
 
 
 class ConflictError(APIStatusError):
-    status_code = 409
+    """A 409 answer."""
 
 
 class PayloadTooLargeError(APIStatusError):
-    status_code = 413
+    """A 413 answer."""
 
 
 class UnprocessableEntityError(APIStatusError):
-    status_code = 422
+    """A 422 answer."""
 
 
 class RateLimitError(APIStatusError):
-    status_code = 429
+    """A 429 answer."""
 
 
 class InternalServerError(APIStatusError):
-    """Any 5xx answer."""
-
-    status_code = 500
+    """Any 5xx answer; `status_code` says which."""
 
 
 class JobFailedError(NtklabError):
@@ -123,17 +123,14 @@ class WaitTimeoutError(NtklabError, TimeoutError):
 
 
 _BY_STATUS: dict[int, type[APIStatusError]] = {
-    cls.status_code: cls
-    for cls in (
-        BadRequestError,
-        AuthenticationError,
-        PermissionDeniedError,
-        NotFoundError,
-        ConflictError,
-        PayloadTooLargeError,
-        UnprocessableEntityError,
-        RateLimitError,
-    )
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: PayloadTooLargeError,
+    422: UnprocessableEntityError,
+    429: RateLimitError,
 }
 
 

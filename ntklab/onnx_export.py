@@ -63,15 +63,15 @@ def export_module(module: Any, example_input: Any, *, dynamo: bool = False, opse
         check_outputs(proto, example, expected)
     finally:
         module.train(training)
-    return proto.SerializeToString()
+    return bytes(proto.SerializeToString())
 
 
-def _export(torch, module, example, dynamo: bool, opset_version: int | None) -> bytes:
+def _export(torch: Any, module: Any, example: Any, dynamo: bool, opset_version: int | None) -> bytes:
     if dynamo:
         batch = torch.export.Dim("batch", min=1)
         program = torch.onnx.export(module, (example,), dynamo=True, input_names=["x"], output_names=["y"],
                                     dynamic_shapes=({0: batch},), opset_version=opset_version, optimize=False)
-        return program.model_proto.SerializeToString()
+        return bytes(program.model_proto.SerializeToString())
     buffer = io.BytesIO()
     torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
                       dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset_version,
@@ -80,7 +80,7 @@ def _export(torch, module, example, dynamo: bool, opset_version: int | None) -> 
     return buffer.getvalue()
 
 
-def buffers_as_constants(proto, parameter_names: set[str]) -> None:
+def buffers_as_constants(proto: Any, parameter_names: set[str]) -> None:
     """Rewrite every initializer the service would count as trainable but the module does not (float buffers,
     frozen parameters) as a Constant node producing the same name, in place."""
     onnx = _import("onnx")
@@ -101,17 +101,17 @@ def buffers_as_constants(proto, parameter_names: set[str]) -> None:
     graph.node.extend(nodes)
 
 
-def parameter_aliases(module) -> dict[str, tuple[str, list[int]]]:
+def parameter_aliases(module: Any) -> dict[str, tuple[str, list[int]]]:
     """Every name of every trainable parameter → (its first name, its shape); a tied parameter has several names."""
     first: dict[int, str] = {}
-    aliases = {}
+    aliases: dict[str, tuple[str, list[int]]] = {}
     for name, p in module.named_parameters(remove_duplicate=False):
         if p.requires_grad:
             aliases[name] = (first.setdefault(id(p), name), list(p.shape))
     return aliases
 
 
-def check_parameters(proto, aliases: dict[str, tuple[str, list[int]]]) -> None:
+def check_parameters(proto: Any, aliases: dict[str, tuple[str, list[int]]]) -> None:
     """The export's trainable initializers are the module's trainable parameters one for one (by any of a tied
     parameter's names, and shape); else ExportMismatchError naming what differs."""
     exported = dict(trainable_initializers(proto.graph))
@@ -140,7 +140,7 @@ def check_parameters(proto, aliases: dict[str, tuple[str, list[int]]]) -> None:
                               missing=missing, extra=extra, reshaped=reshaped)
 
 
-def check_outputs(proto, example, expected) -> None:
+def check_outputs(proto: Any, example: Any, expected: Any) -> None:
     """The converted network's outputs on `example` equal `expected` (the module's), to the dtype's tolerance."""
     got = converted_outputs(proto, example, expected.dtype)
     want = expected.detach().cpu().numpy()
@@ -155,7 +155,7 @@ def check_outputs(proto, example, expected) -> None:
                                   max_difference=difference)
 
 
-def converted_outputs(proto, example, dtype) -> np.ndarray:
+def converted_outputs(proto: Any, example: Any, dtype: Any) -> np.ndarray:
     """Outputs on `example` of the network as the worker builds it (its converter, if installed), else of the reference evaluator."""
     try:
         converter = importlib.import_module("workers.engine.onnx_model")
@@ -168,17 +168,17 @@ def converted_outputs(proto, example, dtype) -> np.ndarray:
     float_dtype = dtype if dtype in (torch.float32, torch.float64) else torch.float32
     net = converter.build_onnx_network(model, proto.SerializeToString(), dtype=float_dtype)
     with torch.no_grad():
-        return net(example).cpu().numpy()
+        return np.asarray(net(example).cpu().numpy())
 
 
-def reference_outputs(proto, example) -> np.ndarray:
+def reference_outputs(proto: Any, example: Any) -> np.ndarray:
     """Outputs on `example` by onnx.reference.ReferenceEvaluator (a client without the worker's converter)."""
     reference = _import("onnx.reference")
     name = next(value.name for value in proto.graph.input if value.name not in {t.name for t in proto.graph.initializer})
     return np.asarray(reference.ReferenceEvaluator(proto).run(None, {name: example.cpu().numpy()})[0])
 
 
-def _import(name: str):
+def _import(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as error:

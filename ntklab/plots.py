@@ -59,7 +59,7 @@ def spans_decades(values: Sequence[np.ndarray]) -> bool:
     """Whether the finite positive values among `values` span more than DECADES_SPAN (max / min)."""
     joined = np.concatenate([np.asarray(value, dtype=float).ravel() for value in values]) if values else np.array([])
     positive = joined[np.isfinite(joined) & (joined > 0)]
-    return positive.size > 1 and positive.max() > DECADES_SPAN * positive.min()
+    return bool(positive.size > 1 and positive.max() > DECADES_SPAN * positive.min())
 
 
 def job_figure(metrics: Mapping[str, MetricSeries], *, title: str, path: str | None = None) -> Figure:

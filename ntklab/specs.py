@@ -16,10 +16,10 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel
 
-SpecLike = Union[BaseModel, Mapping[str, Any], str, os.PathLike]
+SpecLike = Union[BaseModel, Mapping[str, Any], str, "os.PathLike[str]"]
 
 
-def load_document(path: str | os.PathLike) -> dict[str, Any]:
+def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse a .json, .yaml or .yml file into a dict."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")

@@ -1,8 +1,18 @@
 """The client's resources: jobs, sweeps, presets, data sets and models, each in a sync and an async flavour."""
 
+from api_schemas.resources import ArtifactInfo
 from api_schemas.sweeps import SweepRow
 from ntklab.resources.datasets import AsyncDatasets, Dataset, Datasets
-from ntklab.resources.jobs import ArtifactInfo, AsyncJobs, Job, JobDryRun, Jobs, JobUpdate, MetricSeries
+from ntklab.resources.jobs import (
+    AsyncJob,
+    AsyncJobs,
+    AsyncJobUpdate,
+    Job,
+    JobDryRun,
+    Jobs,
+    JobUpdate,
+    MetricSeries,
+)
 from ntklab.resources.models import AsyncModels, Model, Models
 from ntklab.resources.presets import AsyncPresets, Preset, Presets
 from ntklab.resources.sweeps import AsyncSweeps, Sweep, Sweeps, SweepSummary
@@ -10,6 +20,8 @@ from ntklab.resources.sweeps import AsyncSweeps, Sweep, Sweeps, SweepSummary
 __all__ = [
     "ArtifactInfo",
     "AsyncDatasets",
+    "AsyncJob",
+    "AsyncJobUpdate",
     "AsyncJobs",
     "AsyncModels",
     "AsyncPresets",

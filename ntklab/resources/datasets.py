@@ -12,21 +12,14 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import httpx
 import numpy as np
 from pydantic import ConfigDict
-from tenacity import AsyncRetrying, Retrying
 
 from api_schemas import uploads as wire
-from ntklab._http import _policy
-
-if TYPE_CHECKING:
-    from ntklab.client import AsyncClient, Client
-
-OCTET_STREAM = "application/octet-stream"
+from ntklab._resource import AsyncAPIResource, SyncAPIResource
+from ntklab.pagination import AsyncPaginator, Page
 
 
 class Dataset(wire.Dataset):
@@ -70,83 +63,41 @@ def upload_body(x: Any, y: Any) -> bytes:
     return npz_body(x, y)
 
 
-def _upload_request(transport, path: str, body: bytes, name: str | None) -> httpx.Request:
-    options = transport.options
-    return transport.http.build_request(
-        method="POST",
-        url=options.url(path),
-        params={"name": name} if name is not None else None,
-        content=body,
-        headers=options.headers("POST", {"Content-Type": OCTET_STREAM}),
-        timeout=options.timeout,
-    )
+def _params(name: str | None) -> dict[str, Any]:
+    return {"name": name}
 
 
-def send_upload(transport, path: str, body: bytes, name: str | None) -> httpx.Response:
-    """POST raw bytes with the transport's retries (a retried upload finds the stored copy)."""
-    request = _upload_request(transport, path, body, name)
-    for attempt in Retrying(**_policy(transport.options.max_retries)):
-        with attempt:
-            response = transport._send(request)
-    return response
-
-
-async def send_upload_async(transport, path: str, body: bytes, name: str | None) -> httpx.Response:
-    request = _upload_request(transport, path, body, name)
-    async for attempt in AsyncRetrying(**_policy(transport.options.max_retries)):
-        with attempt:
-            response = await transport._send(request)
-    return response
-
-
-class Datasets:
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
+class Datasets(SyncAPIResource):
     def upload(self, x: Any, y: Any = None, /, *, name: str | None = None) -> Dataset:
-        """Upload x [n, ...] and y [n] or [n, O] (numpy arrays or torch tensors), or the path of an .npz holding them."""
-        response = send_upload(self._client._transport, "/v1/datasets", upload_body(x, y), name)
-        return Dataset.model_validate(response.json())
+        """Upload x [n, ...] and y [n] or [n, O] (numpy arrays or torch tensors), or the path of an .npz holding them.
+
+        Retried like every request; a retried upload answers the data set the first attempt stored."""
+        return self._upload("/v1/datasets", upload_body(x, y), cast_to=Dataset, params=_params(name))
 
     def retrieve(self, dataset: DatasetRef) -> Dataset:
-        return Dataset.model_validate(self._client._transport.request("GET", f"/v1/datasets/{dataset_id(dataset)}").json())
+        return self._get(f"/v1/datasets/{dataset_id(dataset)}", cast_to=Dataset)
 
-    def list(self, *, limit: int | None = None) -> Iterator[Dataset]:
-        """Every data set of this key, newest first, fetching pages of `limit` as it goes."""
-        params: dict[str, Any] = {"limit": limit}
-        while True:
-            page = self._client._transport.request("GET", "/v1/datasets", params=params).json()
-            yield from (Dataset.model_validate(item) for item in page["data"])
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    def list(self, *, limit: int | None = None) -> Page[Dataset]:
+        """The first page of this key's data sets, newest first; iterating it yields every one, fetching pages
+        of `limit` as it goes."""
+        return self._get_page("/v1/datasets", item=Dataset.model_validate, params={"limit": limit})
 
     def delete(self, dataset: DatasetRef) -> None:
         """Delete the data set (a ConflictError while queued or running jobs use it)."""
-        self._client._transport.request("DELETE", f"/v1/datasets/{dataset_id(dataset)}")
+        self._delete(f"/v1/datasets/{dataset_id(dataset)}")
 
 
-class AsyncDatasets:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+class AsyncDatasets(AsyncAPIResource):
+    """`Datasets` for an AsyncClient: the same methods, awaited."""
 
     async def upload(self, x: Any, y: Any = None, /, *, name: str | None = None) -> Dataset:
-        response = await send_upload_async(self._client._transport, "/v1/datasets", upload_body(x, y), name)
-        return Dataset.model_validate(response.json())
+        return await self._upload("/v1/datasets", upload_body(x, y), cast_to=Dataset, params=_params(name))
 
     async def retrieve(self, dataset: DatasetRef) -> Dataset:
-        response = await self._client._transport.request("GET", f"/v1/datasets/{dataset_id(dataset)}")
-        return Dataset.model_validate(response.json())
+        return await self._get(f"/v1/datasets/{dataset_id(dataset)}", cast_to=Dataset)
 
-    async def list(self, *, limit: int | None = None) -> AsyncIterator[Dataset]:
-        params: dict[str, Any] = {"limit": limit}
-        while True:
-            page = (await self._client._transport.request("GET", "/v1/datasets", params=params)).json()
-            for item in page["data"]:
-                yield Dataset.model_validate(item)
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    def list(self, *, limit: int | None = None) -> AsyncPaginator[Dataset]:
+        return self._list("/v1/datasets", item=Dataset.model_validate, params={"limit": limit})
 
     async def delete(self, dataset: DatasetRef) -> None:
-        await self._client._transport.request("DELETE", f"/v1/datasets/{dataset_id(dataset)}")
+        await self._delete(f"/v1/datasets/{dataset_id(dataset)}")

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import io
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+import httpx
 import numpy as np
 from pydantic import ConfigDict, PrivateAttr
 
 from api_schemas import resources as wire
 from api_schemas.resources import ArtifactInfo
-from ntklab._http import poll_delay
+from ntklab._http import Deadline, poll_delay
+from ntklab._resource import AsyncAPIResource, SyncAPIResource
 from ntklab.errors import JobFailedError, WaitTimeoutError
+from ntklab.pagination import AsyncPaginator, Page
 from ntklab.progress import ProgressBar
 from ntklab.specs import SpecLike, to_body
 
@@ -40,20 +44,40 @@ class Job(wire.Job):
     def finished(self) -> bool:
         return self.status in FINISHED
 
-    def plot(self, path: str | None = None, *, metrics: dict[str, MetricSeries] | None = None) -> Figure:
+    def plot(self, path: str | None = None, *, metrics: Mapping[str, MetricSeries] | None = None) -> Figure:
         """One figure of ΔK(t), loss and ‖w−w₀‖ against step, lines on log axes where the data span decades; saved to
         `path` (.png, .svg, .pdf) if given, a .png with a .pdf and an .svg beside it.
 
         The series are fetched through the client that returned this job, unless `metrics`
-        (the result of `jobs.metrics`) is passed, as it must be for jobs of an AsyncClient.
+        (the result of `jobs.metrics`) is passed, as it must be for a job made here (`Job.model_validate`).
         """
-        from ntklab.plots import job_figure
-
         if metrics is None:
             if self._client is None:
-                raise TypeError("this job is not bound to a synchronous Client: pass metrics=")
+                raise TypeError("this job is bound to no client: pass metrics=")
             metrics = self._client.jobs.metrics(self.id, PLOTTED_SERIES)
-        return job_figure(metrics, title=self.name or self.id, path=path)
+        return _figure(self, metrics, path)
+
+
+class AsyncJob(Job):
+    """A job of an `AsyncClient`: a `Job` whose `plot()` is awaited (it fetches the series through that client)."""
+
+    _async_client: AsyncClient | None = PrivateAttr(default=None)
+
+    async def plot(  # type: ignore[override]  # the same figure, its series fetched by an await
+        self, path: str | None = None, *, metrics: Mapping[str, MetricSeries] | None = None
+    ) -> Figure:
+        """`Job.plot`, its series fetched through the AsyncClient that returned this job."""
+        if metrics is None:
+            if self._async_client is None:
+                raise TypeError("this job is bound to no client: pass metrics=")
+            metrics = await self._async_client.jobs.metrics(self.id, PLOTTED_SERIES)
+        return _figure(self, metrics, path)
+
+
+def _figure(job: Job, metrics: Mapping[str, MetricSeries], path: str | None) -> Figure:
+    from ntklab.plots import job_figure
+
+    return job_figure(metrics, title=job.name or job.id, path=path)
 
 
 class JobDryRun(wire.JobDryRun):
@@ -76,6 +100,12 @@ class JobUpdate(wire.JobUpdate):
     def series(self, *, as_frame: bool = False) -> Any:
         """`metrics` as `jobs.metrics` returns them: {name: MetricSeries} of numpy arrays, or a DataFrame."""
         return parse_metrics({name: points.model_dump() for name, points in self.metrics.items()}, as_frame)
+
+
+class AsyncJobUpdate(JobUpdate):
+    """`JobUpdate` from an `AsyncClient`: its job is an AsyncJob."""
+
+    job: AsyncJob
 
 
 class MetricSeries(NamedTuple):
@@ -143,14 +173,15 @@ def _idempotency(key: str | None) -> dict[str, str] | None:
     return {"Idempotency-Key": key} if key else None
 
 
+def _artifacts(page: dict[str, Any]) -> list[ArtifactInfo]:
+    return [ArtifactInfo.model_validate(item) for item in page["data"]]
+
+
 DRY_RUN = {"dry_run": "true"}
 
 
-class Jobs:
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    def _job(self, data: dict) -> Job:
+class Jobs(SyncAPIResource):
+    def _job(self, data: Any) -> Job:
         """A Job bound to this client (so its own methods can call the service)."""
         job = Job.model_validate(data)
         job._client = self._client
@@ -158,19 +189,16 @@ class Jobs:
 
     def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Job:
         """Submit a job: `spec` is a JobSpec, a dict or a .json/.yaml path; `fields` override its keys."""
-        response = self._client._transport.request(
-            "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
-        )
-        return self._job(response.json())
+        body = to_body(spec, **fields)
+        return self._job(self._post("/v1/jobs", cast_to=dict, body=body, headers=_idempotency(idempotency_key)))
 
     def estimate(self, spec: SpecLike | None = None, /, **fields: Any) -> JobDryRun:
         """What `create` with these arguments would cost, from the service's dry run (POST /v1/jobs?dry_run=true):
         the same validation and caps (an invalid or over-cap spec raises as `create` would), nothing submitted."""
-        response = self._client._transport.request("POST", "/v1/jobs", json=to_body(spec, **fields), params=DRY_RUN)
-        return JobDryRun.model_validate(response.json())
+        return self._post("/v1/jobs", cast_to=JobDryRun, body=to_body(spec, **fields), params=DRY_RUN)
 
     def retrieve(self, job: JobRef) -> Job:
-        return self._job(self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}").json())
+        return self._job(self._get(f"/v1/jobs/{job_id(job)}", cast_to=dict))
 
     def list(
         self,
@@ -179,23 +207,17 @@ class Jobs:
         tag: str | None = None,
         sweep_id: str | None = None,
         limit: int | None = None,
-    ) -> Iterator[Job]:
-        """Every matching job (any of several statuses), newest first, fetching pages of `limit` as it goes."""
-        params = _list_params(status, tag, sweep_id, limit)
-        while True:
-            page = self._client._transport.request("GET", "/v1/jobs", params=params).json()
-            for item in page["data"]:
-                yield self._job(item)
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    ) -> Page[Job]:
+        """The first page of matching jobs (any of several statuses), newest first; iterating it yields every
+        match, fetching pages of `limit` as it goes."""
+        return self._get_page("/v1/jobs", item=self._job, params=_list_params(status, tag, sweep_id, limit))
 
     def cancel(self, job: JobRef) -> Job:
         """Ask the worker to stop the job; it ends `cancelled` within seconds (docs/operations.md)."""
-        return self._job(self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel").json())
+        return self._job(self._post(f"/v1/jobs/{job_id(job)}/cancel", cast_to=dict))
 
     def delete(self, job: JobRef) -> None:
-        self._client._transport.request("DELETE", f"/v1/jobs/{job_id(job)}")
+        self._delete(f"/v1/jobs/{job_id(job)}")
 
     def wait(
         self, job: JobRef, *, timeout: float | None = None, poll_interval: float = 1.0, progress: bool = True
@@ -205,17 +227,17 @@ class Jobs:
         Polls are at least `poll_interval` and at least the service's `Retry-After` apart.
         A progress bar (step/total, phase, ETA) is drawn on stderr when it is a terminal.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with ProgressBar(job_id(job), enabled=progress) as bar:
             while True:
-                response = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
+                response = self._get(f"/v1/jobs/{job_id(job)}", cast_to=httpx.Response)
                 current = self._job(response.json())
-                bar.update(current.progress.step, current.progress.total, current.progress.phase, current.progress.eta_s)
+                _show(bar, current)
                 if current.finished:
                     return _outcome(current)
                 delay = poll_delay(response, poll_interval)
-                if deadline is not None and time.monotonic() + delay > deadline:
-                    raise WaitTimeoutError(current, timeout)
+                if not deadline.allows(delay):
+                    raise WaitTimeoutError(current, deadline.seconds)
                 time.sleep(delay)
 
     def metrics(
@@ -231,10 +253,8 @@ class Jobs:
         With `since_step`, only the points with a greater step (a series without any is left out); how to
         append them to series already held: docs/sdk.md, "Following a running job".
         """
-        response = self._client._transport.request(
-            "GET", f"/v1/jobs/{job_id(job)}/metrics", params=_series_params(names, since_step)
-        )
-        return parse_metrics(response.json(), as_frame)
+        params = _series_params(names, since_step)
+        return parse_metrics(self._get(f"/v1/jobs/{job_id(job)}/metrics", cast_to=dict, params=params), as_frame)
 
     def updates(
         self, job: JobRef, names: str | Sequence[str] | None = None, *, since_step: int | None = None
@@ -243,86 +263,73 @@ class Jobs:
         None), in one request: what a loop that follows a running job asks for each interval. A new attempt
         (`job.attempts` changed) records its series from step 0 again, and a finished job's series may be
         recomputed: then read again without `since_step` (docs/sdk.md, "Following a running job")."""
-        response = self._client._transport.request(
-            "GET", f"/v1/jobs/{job_id(job)}/updates", params=_series_params(names, since_step)
-        )
-        update = JobUpdate.model_validate(response.json())
+        params = _series_params(names, since_step)
+        update = self._get(f"/v1/jobs/{job_id(job)}/updates", cast_to=JobUpdate, params=params)
         update.job._client = self._client
         return update
 
-    def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
-        page = self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts").json()
-        return [ArtifactInfo.model_validate(item) for item in page["data"]]
+    def artifacts(self, job: JobRef) -> builtins.list[ArtifactInfo]:
+        return _artifacts(self._get(f"/v1/jobs/{job_id(job)}/artifacts", cast_to=dict))
 
     def download(self, job: JobRef, name: str) -> bytes:
         """The artifact's raw bytes."""
-        return self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts/{name}").content
+        return self._get(f"/v1/jobs/{job_id(job)}/artifacts/{name}", cast_to=bytes)
 
     def artifact(self, job: JobRef, name: str) -> Any:
         """The artifact decoded: a kernel .npy is an (n·O)×(n·O) ndarray, a .json a dict."""
         return decode_artifact(name, self.download(job, name))
 
 
-class AsyncJobs:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+class AsyncJobs(AsyncAPIResource):
+    """`Jobs` for an AsyncClient: the same methods, awaited; jobs are AsyncJobs bound to the client."""
+
+    def _job(self, data: Any) -> AsyncJob:
+        job = AsyncJob.model_validate(data)
+        job._async_client = self._client
+        return job
 
     async def create(
         self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any
-    ) -> Job:
-        response = await self._client._transport.request(
-            "POST", "/v1/jobs", json=to_body(spec, **fields), headers=_idempotency(idempotency_key)
-        )
-        return Job.model_validate(response.json())
+    ) -> AsyncJob:
+        body = to_body(spec, **fields)
+        return self._job(await self._post("/v1/jobs", cast_to=dict, body=body, headers=_idempotency(idempotency_key)))
 
     async def estimate(self, spec: SpecLike | None = None, /, **fields: Any) -> JobDryRun:
-        response = await self._client._transport.request(
-            "POST", "/v1/jobs", json=to_body(spec, **fields), params=DRY_RUN
-        )
-        return JobDryRun.model_validate(response.json())
+        return await self._post("/v1/jobs", cast_to=JobDryRun, body=to_body(spec, **fields), params=DRY_RUN)
 
-    async def retrieve(self, job: JobRef) -> Job:
-        response = await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
-        return Job.model_validate(response.json())
+    async def retrieve(self, job: JobRef) -> AsyncJob:
+        return self._job(await self._get(f"/v1/jobs/{job_id(job)}", cast_to=dict))
 
-    async def list(
+    def list(
         self,
         *,
         status: str | Sequence[str] | None = None,
         tag: str | None = None,
         sweep_id: str | None = None,
         limit: int | None = None,
-    ) -> AsyncIterator[Job]:
-        params = _list_params(status, tag, sweep_id, limit)
-        while True:
-            page = (await self._client._transport.request("GET", "/v1/jobs", params=params)).json()
-            for item in page["data"]:
-                yield Job.model_validate(item)
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    ) -> AsyncPaginator[AsyncJob]:
+        return self._list("/v1/jobs", item=self._job, params=_list_params(status, tag, sweep_id, limit))
 
-    async def cancel(self, job: JobRef) -> Job:
-        response = await self._client._transport.request("POST", f"/v1/jobs/{job_id(job)}/cancel")
-        return Job.model_validate(response.json())
+    async def cancel(self, job: JobRef) -> AsyncJob:
+        return self._job(await self._post(f"/v1/jobs/{job_id(job)}/cancel", cast_to=dict))
 
     async def delete(self, job: JobRef) -> None:
-        await self._client._transport.request("DELETE", f"/v1/jobs/{job_id(job)}")
+        await self._delete(f"/v1/jobs/{job_id(job)}")
 
     async def wait(
         self, job: JobRef, *, timeout: float | None = None, poll_interval: float = 1.0, progress: bool = True
-    ) -> Job:
-        deadline = None if timeout is None else time.monotonic() + timeout
+    ) -> AsyncJob:
+        deadline = Deadline(timeout)
         with ProgressBar(job_id(job), enabled=progress) as bar:
             while True:
-                response = await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}")
-                current = Job.model_validate(response.json())
-                bar.update(current.progress.step, current.progress.total, current.progress.phase, current.progress.eta_s)
+                response = await self._get(f"/v1/jobs/{job_id(job)}", cast_to=httpx.Response)
+                current = self._job(response.json())
+                _show(bar, current)
                 if current.finished:
                     return _outcome(current)
                 delay = poll_delay(response, poll_interval)
-                if deadline is not None and time.monotonic() + delay > deadline:
-                    raise WaitTimeoutError(current, timeout)
+                if not deadline.allows(delay):
+                    raise WaitTimeoutError(current, deadline.seconds)
                 await asyncio.sleep(delay)
 
     async def metrics(
@@ -333,31 +340,35 @@ class AsyncJobs:
         since_step: int | None = None,
         as_frame: bool = False,
     ) -> Any:
-        response = await self._client._transport.request(
-            "GET", f"/v1/jobs/{job_id(job)}/metrics", params=_series_params(names, since_step)
-        )
-        return parse_metrics(response.json(), as_frame)
+        params = _series_params(names, since_step)
+        return parse_metrics(await self._get(f"/v1/jobs/{job_id(job)}/metrics", cast_to=dict, params=params), as_frame)
 
     async def updates(
         self, job: JobRef, names: str | Sequence[str] | None = None, *, since_step: int | None = None
-    ) -> JobUpdate:
-        response = await self._client._transport.request(
-            "GET", f"/v1/jobs/{job_id(job)}/updates", params=_series_params(names, since_step)
-        )
-        return JobUpdate.model_validate(response.json())
+    ) -> AsyncJobUpdate:
+        params = _series_params(names, since_step)
+        update = await self._get(f"/v1/jobs/{job_id(job)}/updates", cast_to=AsyncJobUpdate, params=params)
+        update.job._async_client = self._client
+        return update
 
-    async def artifacts(self, job: JobRef) -> list[ArtifactInfo]:
-        page = (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts")).json()
-        return [ArtifactInfo.model_validate(item) for item in page["data"]]
+    async def artifacts(self, job: JobRef) -> builtins.list[ArtifactInfo]:
+        return _artifacts(await self._get(f"/v1/jobs/{job_id(job)}/artifacts", cast_to=dict))
 
     async def download(self, job: JobRef, name: str) -> bytes:
-        return (await self._client._transport.request("GET", f"/v1/jobs/{job_id(job)}/artifacts/{name}")).content
+        return await self._get(f"/v1/jobs/{job_id(job)}/artifacts/{name}", cast_to=bytes)
 
     async def artifact(self, job: JobRef, name: str) -> Any:
         return decode_artifact(name, await self.download(job, name))
 
 
-def _outcome(job: Job) -> Job:
+def _show(bar: ProgressBar, job: Job) -> None:
+    bar.update(job.progress.step, job.progress.total, job.progress.phase, job.progress.eta_s)
+
+
+JobT = TypeVar("JobT", bound=Job)
+
+
+def _outcome(job: JobT) -> JobT:
     if job.status != "succeeded":
         raise JobFailedError(job)
     return job

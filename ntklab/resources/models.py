@@ -14,17 +14,14 @@ the service only ever parses the ONNX protobuf and converts it to torch in the w
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ConfigDict
 
 from api_schemas import uploads as wire
+from ntklab._resource import AsyncAPIResource, SyncAPIResource
 from ntklab.onnx_export import export_module
-from ntklab.resources.datasets import send_upload, send_upload_async
-
-if TYPE_CHECKING:
-    from ntklab.client import AsyncClient, Client
+from ntklab.pagination import AsyncPaginator, Page
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt")
 REFUSED_CHECKPOINT = (
@@ -63,58 +60,46 @@ def model_body(model: Any, example_input: Any, *, dynamo: bool, opset_version: i
     raise TypeError(f"upload() takes a torch.nn.Module, an .onnx path or ONNX bytes, not {type(model).__name__}")
 
 
-class Models:
-    def __init__(self, client: Client) -> None:
-        self._client = client
+def _params(name: str | None) -> dict[str, Any]:
+    return {"name": name}
 
+
+class Models(SyncAPIResource):
     def upload(
         self, model: Any, example_input: Any = None, /, *, name: str | None = None, dynamo: bool = False,
         opset_version: int | None = None,
     ) -> Model:
         """Upload a torch.nn.Module (exported here on `example_input`), an .onnx path, or ONNX bytes."""
         body = model_body(model, example_input, dynamo=dynamo, opset_version=opset_version)
-        return Model.model_validate(send_upload(self._client._transport, "/v1/models", body, name).json())
+        return self._upload("/v1/models", body, cast_to=Model, params=_params(name))
 
     def retrieve(self, model: ModelRef) -> Model:
-        return Model.model_validate(self._client._transport.request("GET", f"/v1/models/{model_id(model)}").json())
+        return self._get(f"/v1/models/{model_id(model)}", cast_to=Model)
 
-    def list(self, *, limit: int | None = None) -> Iterator[Model]:
-        params: dict[str, Any] = {"limit": limit}
-        while True:
-            page = self._client._transport.request("GET", "/v1/models", params=params).json()
-            yield from (Model.model_validate(item) for item in page["data"])
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    def list(self, *, limit: int | None = None) -> Page[Model]:
+        """The first page of this key's models, newest first; iterating it yields every one."""
+        return self._get_page("/v1/models", item=Model.model_validate, params={"limit": limit})
 
     def delete(self, model: ModelRef) -> None:
         """Delete the model (a ConflictError while queued or running jobs use it)."""
-        self._client._transport.request("DELETE", f"/v1/models/{model_id(model)}")
+        self._delete(f"/v1/models/{model_id(model)}")
 
 
-class AsyncModels:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+class AsyncModels(AsyncAPIResource):
+    """`Models` for an AsyncClient: the same methods, awaited."""
 
     async def upload(
         self, model: Any, example_input: Any = None, /, *, name: str | None = None, dynamo: bool = False,
         opset_version: int | None = None,
     ) -> Model:
         body = model_body(model, example_input, dynamo=dynamo, opset_version=opset_version)
-        return Model.model_validate((await send_upload_async(self._client._transport, "/v1/models", body, name)).json())
+        return await self._upload("/v1/models", body, cast_to=Model, params=_params(name))
 
     async def retrieve(self, model: ModelRef) -> Model:
-        return Model.model_validate((await self._client._transport.request("GET", f"/v1/models/{model_id(model)}")).json())
+        return await self._get(f"/v1/models/{model_id(model)}", cast_to=Model)
 
-    async def list(self, *, limit: int | None = None) -> AsyncIterator[Model]:
-        params: dict[str, Any] = {"limit": limit}
-        while True:
-            page = (await self._client._transport.request("GET", "/v1/models", params=params)).json()
-            for item in page["data"]:
-                yield Model.model_validate(item)
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    def list(self, *, limit: int | None = None) -> AsyncPaginator[Model]:
+        return self._list("/v1/models", item=Model.model_validate, params={"limit": limit})
 
     async def delete(self, model: ModelRef) -> None:
-        await self._client._transport.request("DELETE", f"/v1/models/{model_id(model)}")
+        await self._delete(f"/v1/models/{model_id(model)}")

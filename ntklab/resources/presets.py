@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict
 
 from api_schemas.sweeps import PresetInfo
+from ntklab._resource import AsyncAPIResource, SyncAPIResource
 from ntklab.resources.sweeps import Sweep, idempotency_header
-
-if TYPE_CHECKING:
-    from ntklab.client import AsyncClient, Client
 
 Scale = Literal["smoke", "cpu", "paper"]
 
@@ -25,32 +23,25 @@ def _presets(page: dict[str, Any]) -> list[Preset]:
     return [Preset.model_validate(item) for item in page["data"]]
 
 
-class Presets:
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
+class Presets(SyncAPIResource):
     def list(self) -> list[Preset]:
-        return _presets(self._client._transport.request("GET", "/v1/presets").json())
+        """Every preset (one unpaged list)."""
+        return _presets(self._get("/v1/presets", cast_to=dict))
 
     def run(self, name: str, *, scale: Scale = "smoke", idempotency_key: str | None = None) -> Sweep:
         """Start the preset as a sweep; follow it with `client.sweeps.wait(sweep.id)`.
 
         Retries reuse one Idempotency-Key (yours, or one made for the call): one call, one sweep."""
-        response = self._client._transport.request(
-            "POST", f"/v1/presets/{name}", json={"scale": scale}, headers=idempotency_header(idempotency_key)
-        )
-        return Sweep.model_validate(response.json())
+        return self._post(f"/v1/presets/{name}", cast_to=Sweep, body={"scale": scale},
+                          headers=idempotency_header(idempotency_key))
 
 
-class AsyncPresets:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+class AsyncPresets(AsyncAPIResource):
+    """`Presets` for an AsyncClient: the same methods, awaited."""
 
     async def list(self) -> list[Preset]:
-        return _presets((await self._client._transport.request("GET", "/v1/presets")).json())
+        return _presets(await self._get("/v1/presets", cast_to=dict))
 
     async def run(self, name: str, *, scale: Scale = "smoke", idempotency_key: str | None = None) -> Sweep:
-        response = await self._client._transport.request(
-            "POST", f"/v1/presets/{name}", json={"scale": scale}, headers=idempotency_header(idempotency_key)
-        )
-        return Sweep.model_validate(response.json())
+        return await self._post(f"/v1/presets/{name}", cast_to=Sweep, body={"scale": scale},
+                                headers=idempotency_header(idempotency_key))

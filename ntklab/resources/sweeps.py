@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from pydantic import ConfigDict, Field
 
 from api_schemas import sweeps as wire
-from ntklab._http import poll_delay
+from ntklab._http import Deadline, poll_delay
+from ntklab._resource import AsyncAPIResource, SyncAPIResource
 from ntklab.errors import WaitTimeoutError
+from ntklab.pagination import AsyncPage, AsyncPaginator, Page
 from ntklab.progress import ProgressBar
 from ntklab.specs import SpecLike, to_body
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from ntklab.client import AsyncClient, Client
 
 SWEEP_FINISHED = ("succeeded", "failed", "cancelled", "partial")
 
@@ -33,7 +35,7 @@ class Sweep(wire.Sweep):
 
     model_config = ConfigDict(extra="allow")
 
-    fits: list[dict[str, Any]] = Field(default_factory=list)
+    fits: list[dict[str, Any]] = Field(default_factory=list)  # type: ignore[assignment]  # plain dicts, on purpose
 
     @property
     def finished(self) -> bool:
@@ -94,148 +96,125 @@ def _as_frame(rows: list[dict[str, Any]]) -> Any:
     return pd.DataFrame(rows)
 
 
-class Sweeps:
-    def __init__(self, client: Client) -> None:
-        self._client = client
+def _rows_cursor(sweep: Sweep) -> str | None:
+    """The `after` of the table's next page, None on its last."""
+    return sweep.next if sweep.has_more else None
 
+
+class Sweeps(SyncAPIResource):
     def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Sweep:
         """Submit a sweep {name, base, grid, fits} given as a model, a dict or a .json/.yaml path.
 
         The call's retries reuse one Idempotency-Key (yours, or one made for the call), so a
         retried create answers the sweep the first attempt made instead of making another."""
-        response = self._client._transport.request(
-            "POST", "/v1/sweeps", json=to_body(spec, **fields), headers=idempotency_header(idempotency_key)
-        )
-        return Sweep.model_validate(response.json())
+        return self._post("/v1/sweeps", cast_to=Sweep, body=to_body(spec, **fields),
+                          headers=idempotency_header(idempotency_key))
 
     def retrieve(self, sweep_id: str, *, limit: int | None = None, after: str | None = None) -> Sweep:
         """The sweep with one page of its table: `limit` rows (default: the service's page size) after `after`."""
-        params = {"limit": limit, "after": after}
-        return Sweep.model_validate(self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}", params=params).json())
+        return self._get(f"/v1/sweeps/{sweep_id}", cast_to=Sweep, params={"limit": limit, "after": after})
 
     def list(
         self, *, status: str | Sequence[str] | None = None, tag: str | None = None, limit: int | None = None
-    ) -> Iterator[SweepSummary]:
-        """Every matching sweep (any of several statuses; a tag of the sweep itself), newest first,
-        fetching pages of `limit` as it goes."""
-        params = _list_params(status, tag, limit)
-        while True:
-            page = self._client._transport.request("GET", "/v1/sweeps", params=params).json()
-            yield from (SweepSummary.model_validate(item) for item in page["data"])
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    ) -> Page[SweepSummary]:
+        """The first page of matching sweeps (any of several statuses; a tag of the sweep itself), newest first;
+        iterating it yields every match, fetching pages of `limit` as it goes."""
+        return self._get_page("/v1/sweeps", item=SweepSummary.model_validate, params=_list_params(status, tag, limit))
 
-    def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
-        """Every row of the sweep's table (`Sweep.rows()` form), reading it a page at a time."""
-        after = None
-        while True:
-            sweep = self.retrieve(sweep_id, limit=page_size, after=after)
-            yield from sweep.rows()
-            if not sweep.has_more:
-                return
-            after = sweep.next
+    def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> Page[dict[str, Any]]:
+        """The first page of the sweep's table (`Sweep.rows()` form); iterating it yields every row, a page at a time."""
+        return self._rows(sweep_id, page_size, None)
+
+    def _rows(self, sweep_id: str, page_size: int | None, after: str | None) -> Page[dict[str, Any]]:
+        sweep = self.retrieve(sweep_id, limit=page_size, after=after)
+        return Page(sweep.rows(), _rows_cursor(sweep), lambda cursor: self._rows(sweep_id, page_size, cursor))
 
     def cancel(self, sweep_id: str) -> Sweep:
-        return Sweep.model_validate(self._client._transport.request("POST", f"/v1/sweeps/{sweep_id}/cancel").json())
+        return self._post(f"/v1/sweeps/{sweep_id}/cancel", cast_to=Sweep)
 
     def table(self, sweep_id: str, *, as_frame: bool = False) -> Any:
         """All rows of the sweep's table, every page read."""
         rows = list(self.iter_rows(sweep_id))
         return _as_frame(rows) if as_frame else rows
 
-    def fits(self, sweep_id: str) -> list[dict[str, Any]]:
+    def fits(self, sweep_id: str) -> builtins.list[dict[str, Any]]:
         return self.retrieve(sweep_id).fits
 
     def plot_image(self, sweep_id: str, *, x: str | None = None, y: str | None = None, format: str = "png") -> bytes:
         """The service's own rendering of the log–log plot, as PNG or SVG bytes; x and y default to the first fit's."""
-        params = {"x": x, "y": y, "format": format}
-        return self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}/plot", params=params).content
+        return self._get(f"/v1/sweeps/{sweep_id}/plot", cast_to=bytes, params={"x": x, "y": y, "format": format})
 
     def wait(
         self, sweep_id: str, *, timeout: float | None = None, poll_interval: float = 2.0, progress: bool = True
     ) -> Sweep:
         """Poll until every job of the sweep has finished; the bar counts finished jobs."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with ProgressBar(sweep_id, enabled=progress) as bar:
             while True:
-                response = self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}")
+                response = self._get(f"/v1/sweeps/{sweep_id}", cast_to=httpx.Response)
                 sweep = Sweep.model_validate(response.json())
                 _progress(bar, sweep)
                 if sweep.finished:
                     return sweep
                 delay = poll_delay(response, poll_interval)
-                if deadline is not None and time.monotonic() + delay > deadline:
-                    raise WaitTimeoutError(sweep, timeout)
+                if not deadline.allows(delay):
+                    raise WaitTimeoutError(sweep, deadline.seconds)
                 time.sleep(delay)
 
 
-class AsyncSweeps:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+class AsyncSweeps(AsyncAPIResource):
+    """`Sweeps` for an AsyncClient: the same methods, awaited; `list` and `iter_rows` are AsyncPaginators."""
 
     async def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Sweep:
-        response = await self._client._transport.request(
-            "POST", "/v1/sweeps", json=to_body(spec, **fields), headers=idempotency_header(idempotency_key)
-        )
-        return Sweep.model_validate(response.json())
+        return await self._post("/v1/sweeps", cast_to=Sweep, body=to_body(spec, **fields),
+                                headers=idempotency_header(idempotency_key))
 
     async def retrieve(self, sweep_id: str, *, limit: int | None = None, after: str | None = None) -> Sweep:
-        params = {"limit": limit, "after": after}
-        response = await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}", params=params)
-        return Sweep.model_validate(response.json())
+        return await self._get(f"/v1/sweeps/{sweep_id}", cast_to=Sweep, params={"limit": limit, "after": after})
 
-    async def list(
+    def list(
         self, *, status: str | Sequence[str] | None = None, tag: str | None = None, limit: int | None = None
-    ) -> AsyncIterator[SweepSummary]:
-        params = _list_params(status, tag, limit)
-        while True:
-            page = (await self._client._transport.request("GET", "/v1/sweeps", params=params)).json()
-            for item in page["data"]:
-                yield SweepSummary.model_validate(item)
-            if not page.get("has_more") or not page.get("next"):
-                return
-            params = {**params, "after": page["next"]}
+    ) -> AsyncPaginator[SweepSummary]:
+        return self._list("/v1/sweeps", item=SweepSummary.model_validate, params=_list_params(status, tag, limit))
 
-    async def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
-        after = None
-        while True:
-            sweep = await self.retrieve(sweep_id, limit=page_size, after=after)
-            for row in sweep.rows():
-                yield row
-            if not sweep.has_more:
-                return
-            after = sweep.next
+    def iter_rows(self, sweep_id: str, *, page_size: int | None = None) -> AsyncPaginator[dict[str, Any]]:
+        return AsyncPaginator(lambda: self._rows(sweep_id, page_size, None))
+
+    async def _rows(self, sweep_id: str, page_size: int | None, after: str | None) -> AsyncPage[dict[str, Any]]:
+        sweep = await self.retrieve(sweep_id, limit=page_size, after=after)
+
+        async def fetch(cursor: str) -> AsyncPage[dict[str, Any]]:
+            return await self._rows(sweep_id, page_size, cursor)
+
+        return AsyncPage(sweep.rows(), _rows_cursor(sweep), fetch)
 
     async def cancel(self, sweep_id: str) -> Sweep:
-        response = await self._client._transport.request("POST", f"/v1/sweeps/{sweep_id}/cancel")
-        return Sweep.model_validate(response.json())
+        return await self._post(f"/v1/sweeps/{sweep_id}/cancel", cast_to=Sweep)
 
     async def table(self, sweep_id: str, *, as_frame: bool = False) -> Any:
         rows = [row async for row in self.iter_rows(sweep_id)]
         return _as_frame(rows) if as_frame else rows
 
-    async def fits(self, sweep_id: str) -> list[dict[str, Any]]:
+    async def fits(self, sweep_id: str) -> builtins.list[dict[str, Any]]:
         return (await self.retrieve(sweep_id)).fits
 
     async def plot_image(
         self, sweep_id: str, *, x: str | None = None, y: str | None = None, format: str = "png"
     ) -> bytes:
-        params = {"x": x, "y": y, "format": format}
-        return (await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}/plot", params=params)).content
+        return await self._get(f"/v1/sweeps/{sweep_id}/plot", cast_to=bytes, params={"x": x, "y": y, "format": format})
 
     async def wait(
         self, sweep_id: str, *, timeout: float | None = None, poll_interval: float = 2.0, progress: bool = True
     ) -> Sweep:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with ProgressBar(sweep_id, enabled=progress) as bar:
             while True:
-                response = await self._client._transport.request("GET", f"/v1/sweeps/{sweep_id}")
+                response = await self._get(f"/v1/sweeps/{sweep_id}", cast_to=httpx.Response)
                 sweep = Sweep.model_validate(response.json())
                 _progress(bar, sweep)
                 if sweep.finished:
                     return sweep
                 delay = poll_delay(response, poll_interval)
-                if deadline is not None and time.monotonic() + delay > deadline:
-                    raise WaitTimeoutError(sweep, timeout)
+                if not deadline.allows(delay):
+                    raise WaitTimeoutError(sweep, deadline.seconds)
                 await asyncio.sleep(delay)

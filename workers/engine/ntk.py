@@ -56,10 +56,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from workers.engine import kernel_cost
 from workers.engine.activations import apply_head, head_of
 from workers.engine.callbacks import Checkpoint, no_checkpoint
-from workers.engine.kernel_rules import layer_kernel
+from workers.engine.kernel_rules import add_layer_kernel
 from workers.engine.layer_capture import capture, fallback_names, rule_parameters
 from workers.engine.nets import trainable_parameters
 from workers.engine.per_sample import per_sample_kernel, saved_bytes_per_point
+from workers.engine.symmetric_gram import add_gram, mirror
 
 Method = Literal["structured", "jacobian", "ntk_vp"]
 Of = Literal["outputs", "logits"]
@@ -142,10 +143,11 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
         stop = start + len(record.outputs)
         if stop > start:
             G = [torch.stack(store, dim=1) for store in cotangents[start:stop]]
-            K += layer_kernel(layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget,
-                              checkpoint=checkpoint)
+            add_layer_kernel(K, layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget,
+                             checkpoint=checkpoint)
             checkpoint()
         start = stop
+    mirror(K, O)
     fallback = captured.fallback
     del captured, y, cotangents
     if fallback:
@@ -167,10 +169,9 @@ def _jacobian_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint) 
     n, O = first.shape[:2]
     K = torch.zeros(n * O, n * O, dtype=first.dtype, device=first.device)
     for J in jacobians.values():
-        Jf = J.reshape(n * O, -1)
-        K += Jf @ Jf.T
+        add_gram(K, J.reshape(n * O, -1), O)
         checkpoint()
-    return K
+    return mirror(K, O)
 
 
 # --------------------------------------------------------------------------- ntk_vp

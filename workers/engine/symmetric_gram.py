@@ -18,8 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-BLOCK_ROWS = 640
-"""Rows of one block: large enough for GEMM speed, small enough to skip ~3/8 of a Gram of 2560 rows."""
+from api_schemas.kernel_cost_model import BLOCK_ROWS
 
 
 def add_gram(K: Tensor, X: Tensor, O: int, alpha: float = 1.0, point_gram: Tensor | None = None) -> Tensor:
@@ -59,8 +58,3 @@ def blocks_rows(O: int) -> int:
     """Rows of a block: the most whole points within BLOCK_ROWS (at least one point)."""
     return max(1, BLOCK_ROWS // O) * O
 
-
-def block_fraction(rows: int) -> float:
-    """Share of a full [rows, rows] product that add_gram multiplies: (1 + 1/k)/2, k = ⌈rows / BLOCK_ROWS⌉."""
-    k = -(-rows // BLOCK_ROWS)
-    return (1 + 1 / k) / 2

@@ -15,7 +15,7 @@ budget B (MEMORY_BUDGET_BYTES) and a backward pass ≈ F to the activations plus
                        + Σ_layers rule FLOPs                dense, or min(per-sample, position sum), below
                        + [p_fb > 0] ((k+1)/2)·n·F·(1 + 2O) + 2·(nO)²·p_fb     per-sample fallback, k panels
                 memory n·s + 2·b·n·O·Σ_layers T·out        activations and cotangents (stacked)
-    jacobian    FLOPs  n·F·(1 + 2O) + 2·(nO)²·p            O backward passes per point, then Σ J Jᵀ
+    jacobian    FLOPs  n·F·(1 + 2O) + γ·2·(nO)²·p          O backward passes per point, then Σ J Jᵀ
                 memory b·n·O·p + n·(1 + O)·s               the whole Jacobian and the vmapped passes
     ntk_vp      FLOPs  n·F·(1 + 5·n·O)                     one vjp, then n·O (vjp + jvp) pairs on the batch
                 memory n·s + b·(3p + 8·n·a)                the saved forward and one column (a = s/b)
@@ -29,11 +29,16 @@ The embedding rule is costed with U = min(vocab, n·T) distinct tokens, an upper
 Rule FLOPs (multiply-add = 2; workers/engine/kernel_rules.py computes the rules), with in the
 fan-in, out the width, U distinct tokens:
 
-    dense          2n²·in + 2(nO)²·out + 2(nO)²
-    shared weight  per-sample 2·n·O·T·in·out + 2·(nO)²·in·out
+    dense          2n²·in + γ·2(nO)²·out + 2(nO)²     (the input Gram AAᵀ once for all O×O output pairs)
+    shared weight  per-sample 2·n·O·T·in·out + γ·2·(nO)²·in·out
                    position sum 2·n²·T²·in + 2·n²·O²·T²·out + 2·n²·O²·T²
-    embedding      per-sample n·O·T·w + 2·(nO)²·U·w;  position sum (nT)² + 2n²O²T²·w + 2n²O²T²
-    bias           n·O·T·out + 2(nO)²·out
+    embedding      per-sample n·O·T·w + γ·2·(nO)²·U·w;  position sum (nT)² + 2n²O²T²·w + 2n²O²T²
+    bias           n·O·T·out + γ·2(nO)²·out
+
+γ = block_fraction(n·O) = (1 + 1/k)/2: every Gram X Xᵀ of [n·O, width] rows (the dense rule's GGᵀ,
+a per-sample J Jᵀ, a bias, the jacobian method's Σ J Jᵀ) is multiplied only on its k(k+1)/2 blocks
+on and above the diagonal, k = ⌈n·O / BLOCK_ROWS⌉ (workers/engine/symmetric_gram.py); the
+fallback's panels are not blocked.
 
 Per-sample is taken when its single-feature chunk (n·O·in·b) fits B and its FLOPs are at most
 POSITION_SUM_SLOWDOWN = 8 times the position sum's, whose memory-bound einsums run far below
@@ -52,6 +57,17 @@ from dataclasses import dataclass
 METHODS = ("structured", "jacobian", "ntk_vp")
 MEMORY_BUDGET_BYTES = 256 * 2**20
 POSITION_SUM_SLOWDOWN = 8
+BLOCK_ROWS = 640
+"""Rows of one block of a symmetric Gram (workers/engine/symmetric_gram.py): large enough for GEMM speed, small
+enough to skip ~3/8 of a Gram of 2560 rows."""
+
+
+def block_fraction(rows: int, O: int = 1) -> float:
+    """Share of a full [rows, rows] Gram's FLOPs that symmetric_gram multiplies: (1 + 1/k)/2 for k blocks a side,
+    each block the most whole points (O rows each) within BLOCK_ROWS."""
+    block = max(1, BLOCK_ROWS // O) * O
+    k = -(-rows // block)
+    return (1 + 1 / k) / 2
 
 
 @dataclass(frozen=True)
@@ -116,7 +132,7 @@ def method_costs(prof: Profile, n: int, budget: int) -> dict[str, Cost]:
     columns = ntk_vp_block(prof.p, n * prof.activations, rows, b, budget)
     return {
         "structured": Cost(structured_flops, structured_memory, structured_memory + working + K_bytes),
-        "jacobian": Cost(n * F * (1 + 2 * O) + 2 * rows**2 * prof.p, jacobian_memory, jacobian_memory + K_bytes),
+        "jacobian": Cost(n * F * (1 + 2 * O) + gram_flops(n, O, prof.p), jacobian_memory, jacobian_memory + K_bytes),
         "ntk_vp": Cost(n * F * (1 + 5 * rows), ntk_vp_memory, ntk_vp_memory + (columns - 1) * column + K_bytes),
     }
 
@@ -143,26 +159,31 @@ def use_per_sample(per_sample_flops: float, position_sum_flops: float, smallest_
     return per_sample_flops <= POSITION_SUM_SLOWDOWN * position_sum_flops and smallest_chunk_bytes <= budget
 
 
+def gram_flops(n: int, O: int, width: int) -> float:
+    """FLOPs of the symmetric Gram X Xᵀ of X [n·O, width] by blocks: 2·(nO)²·width·block_fraction(nO)."""
+    return 2 * (n * O) ** 2 * width * block_fraction(n * O, O)
+
+
 def dense_flops(n: int, O: int, fan_in: int, out: int) -> float:
-    return 2 * n * n * fan_in + 2 * (n * O) ** 2 * out + 2 * (n * O) ** 2
+    return 2 * n * n * fan_in + gram_flops(n, O, out) + 2 * (n * O) ** 2
 
 
 def shared_weight_flops(n: int, O: int, T: int, fan_in: int, out: int) -> tuple[float, float]:
     """(per-sample, position sum) FLOPs of a weight shared over T positions."""
-    per_sample = 2 * n * O * T * fan_in * out + 2 * (n * O) ** 2 * fan_in * out
+    per_sample = 2 * n * O * T * fan_in * out + gram_flops(n, O, fan_in * out)
     position_sum = 2 * n * n * T * T * fan_in + 2 * (n * O * T) ** 2 * out + 2 * (n * O * T) ** 2
     return per_sample, position_sum
 
 
 def embedding_flops(n: int, O: int, T: int, U: int, width: int) -> tuple[float, float]:
     """(per-sample, position sum) FLOPs of an embedding read at T positions, U distinct tokens."""
-    per_sample = n * O * T * width + 2 * (n * O) ** 2 * U * width
+    per_sample = n * O * T * width + gram_flops(n, O, U * width)
     position_sum = (n * T) ** 2 + 2 * (n * O * T) ** 2 * width + 2 * (n * O * T) ** 2
     return per_sample, position_sum
 
 
 def bias_flops(n: int, O: int, T: int, out: int) -> float:
-    return n * O * T * out + 2 * (n * O) ** 2 * out
+    return n * O * T * out + gram_flops(n, O, out)
 
 
 def rule_flops(kind: str, n: int, O: int, T: int, fan_in: int, out: int, itemsize: int, budget: int) -> float:

@@ -124,7 +124,11 @@ def build(name: str, scaled: bool, parameterization: str = "ntk") -> nn.Module:
     """The seeded network; scaled layers W ~ N(0, 1), c = 1/√fan_in (ntk) or W ~ N(0, 1/fan_in), c = 1
     (standard: the kernel of the torch.nn copy), b ~ N(0, 1)."""
     torch.manual_seed(0)
-    net = NETS[name](scaled=scaled)
+    return initialized(NETS[name](scaled=scaled), parameterization)
+
+
+def initialized(net: nn.Module, parameterization: str = "ntk") -> nn.Module:
+    """The scaled layers of net drawn in place as build() says; returns net."""
     with torch.no_grad():
         for module in net.modules():
             if isinstance(module, (ScaledLinear, ScaledConv2d)):

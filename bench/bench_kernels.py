@@ -1,7 +1,16 @@
 """Benchmark: tangent-kernel methods × sizes, and Lanczos convergence of the Hessian norm.
 
-    .venv/bin/python -m bench.bench_kernels [--quick] [--tables all|kernels|lanczos] [--threads N]
+    .venv/bin/python -m bench.bench_kernels [--quick] [--tables all|methods|kernels|lanczos] [--threads N]
                                             [--max-seconds S] [--max-gb G]
+
+Methods table (issue 29). On each bench network (METHOD_ROWS: MLPs 64-1024³ tanh with O = 1 and
+10, a CNN of three 32-channel convolutions with global average pooling and O = 10, a ViT block),
+in one fresh subprocess a row: one warm-up call of each of structured, jacobian, ntk_vp and
+auto, then `repeats` rounds that call each once in turn (interleaved, so load drifts hit all
+alike); the median wall time per method and, in brackets, the median CPU time of the process
+(time.process_time: on a machine shared with other work it is the steadier measure), the
+method auto picked, and auto's median over the fastest method's (wall, and CPU). A method the cost model puts above --max-gb of unchunkable memory or --max-seconds
+per call (at FLOPS_PER_SECOND) is not run, and its estimate is printed.
 
 Kernel table. Every (network, n, method) cell runs in a fresh subprocess: one warm-up call,
 then the median wall time of `repeats` calls, and the peak resident memory of the
@@ -33,15 +42,88 @@ import torch
 
 from api_schemas.architecture import count_parameters
 from api_schemas.spec import ModelSpec
+from bench.tables import print_head, print_row
 from workers.engine.batched_hvp import BatchedHVP, FlatModel
 from workers.engine.lanczos import lanczos_top_eigenvalues
 from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
+from workers.engine.ntk import kernel_costs, resolve_method, tangent_kernel
 
 METHODS = ("structured", "jacobian", "ntk_vp", "nngeometry")
+KERNEL_METHODS = ("structured", "jacobian", "ntk_vp")
 FLOPS_PER_SECOND = 2e10
 MLP_INPUT = 100
 CNN_SPEC = dict(kind="cnn", hidden=[32, 32], activation="relu", output_dim=10)
+
+
+def method_rows(quick: bool) -> list[dict]:
+    """The issue-29 bench networks: name, builder arguments and n (halved with --quick)."""
+    mlp = dict(hidden=[1024] * 3, activation="tanh")
+    rows = [
+        dict(name="MLP 64-1024³-1 tanh", net="mlp", fields=dict(mlp, output_dim=1), shape=[64], n=256),
+        dict(name="MLP 64-1024³-10 tanh", net="mlp", fields=dict(mlp, output_dim=10), shape=[64], n=256),
+        dict(name="CNN 3×conv 32, GAP, O=10 (digits 8×8)", net="cnn",
+             fields=dict(kind="cnn", hidden=[32] * 3, activation="relu", output_dim=10), shape=[1, 8, 8], n=128),
+        dict(name="ViT block (2×2 patches, pre-LN attention, MLP), O=10", net="vit", shape=[1, 8, 8], n=64),
+    ]
+    return [dict(row, n=row["n"] // 2) for row in rows] if quick else rows
+
+
+def method_row_network(row: dict, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """The row's seeded network: build_network for the MLP and CNN, bench_graph_kernels' ViT with one block."""
+    if row["net"] == "vit":
+        from bench.bench_graph_kernels import ViT, initialized  # that module imports this one's helpers
+
+        torch.manual_seed(0)
+        return initialized(ViT(depth=1)).to(dtype)
+    return build_network(ModelSpec(**row["fields"]), tuple(row["shape"]), seed=0, dtype=dtype)
+
+
+def method_row_inputs(row: dict, n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return inputs(dict(net="cnn" if row["net"] != "mlp" else "mlp", n=n, shape=row["shape"])).to(dtype)
+
+
+def run_method_row(row: dict, repeats: int, threads: int, max_seconds: float, max_gb: float) -> dict:
+    """Interleaved timings of every method and auto on one row (module docstring)."""
+    torch.set_num_threads(threads)
+    net, x = method_row_network(row), method_row_inputs(row, row["n"])
+    costs = kernel_costs(net, x, of="logits")
+    skipped = {m: f"not run: cost model {c.flops / 1e9:.0f} GFLOP, {c.memory / 2**30:.1f} GB"
+               for m, c in costs.items() if c.memory > max_gb * 2**30 or c.flops / FLOPS_PER_SECOND > max_seconds}
+    run = [m for m in (*KERNEL_METHODS, "auto") if m not in skipped]
+    for method in run:
+        tangent_kernel(net, x, method=method, of="logits")
+    times: dict[str, list[float]] = {m: [] for m in run}
+    cpu: dict[str, list[float]] = {m: [] for m in run}
+    for _ in range(repeats):
+        for method in run:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            tangent_kernel(net, x, method=method, of="logits")
+            times[method].append(time.perf_counter() - start)
+            cpu[method].append(time.process_time() - start_cpu)
+    return dict(seconds={m: statistics.median(t) for m, t in times.items()},
+                cpu={m: statistics.median(t) for m, t in cpu.items()}, skipped=skipped,
+                picked=resolve_method(net, "auto", x, of="logits"),
+                gflop={m: c.flops / 1e9 for m, c in costs.items()})
+
+
+def methods_table(args) -> None:
+    repeats = 5
+    print_head(f"Kernel methods and auto, interleaved: median of {repeats} rounds, {args.threads} thread(s), float32, "
+               "kernel of the logits",
+               ["network", "n", "structured s (CPU s)", "jacobian s (CPU s)", "ntk_vp s (CPU s)", "auto s (CPU s)",
+                "auto picked", "auto / fastest (CPU)", "cost model GFLOP s / j / v"])
+    for row in method_rows(args.quick):
+        payload = dict(row=row, repeats=repeats, threads=args.threads, max_seconds=args.max_seconds, max_gb=args.max_gb)
+        r = measure_in_subprocess("bench.bench_kernels", dict(methods=payload), timeout=1800)
+        if "error" in r:
+            print_row(row["name"], row["n"], *["—"] * 6, r["error"])
+            continue
+        seconds, cpu = r["seconds"], r["cpu"]
+        cell = lambda m: f"{seconds[m]:.3f} ({cpu[m]:.3f})" if m in seconds else r["skipped"][m]  # noqa: E731
+        ratio = lambda t: t["auto"] / min(t[m] for m in KERNEL_METHODS if m in t)  # noqa: E731
+        gflop = " / ".join(f"{r['gflop'][m]:.1f}" for m in KERNEL_METHODS)
+        print_row(row["name"], row["n"], *(cell(m) for m in KERNEL_METHODS), cell("auto"), r["picked"],
+                  f"{ratio(seconds):.2f} ({ratio(cpu):.2f})", gflop)
 
 
 def cells(quick: bool) -> list[dict]:
@@ -263,16 +345,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=None, help="skip cells estimated slower per call")
     parser.add_argument("--max-gb", type=float, default=8.0, help="skip cells estimated larger")
-    parser.add_argument("--tables", choices=("all", "kernels", "lanczos"), default="all")
+    parser.add_argument("--tables", choices=("all", "methods", "kernels", "lanczos"), default="all")
     parser.add_argument("--cell", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
         job = json.loads(args.cell)
-        print(json.dumps(run_cell(job["cell"], job["method"], job["repeats"], job["threads"])))
+        if "methods" in job:
+            print(json.dumps(run_method_row(**job["methods"])))
+        else:
+            print(json.dumps(run_cell(job["cell"], job["method"], job["repeats"], job["threads"])))
         return
     if args.max_seconds is None:
         args.max_seconds = 60.0 if args.quick else 300.0
     print(f"torch {torch.__version__}, {nngeometry_status()}")
+    if args.tables in ("all", "methods"):
+        methods_table(args)
     if args.tables in ("all", "kernels"):
         kernel_table(args)
     if args.tables in ("all", "lanczos"):

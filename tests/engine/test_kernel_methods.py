@@ -5,7 +5,8 @@ import torch
 from torch.func import functional_call, jacrev
 
 from api_schemas.spec import ModelSpec
-from workers.engine import ntk
+from bench.bench_kernels import method_row_inputs, method_row_network, method_rows
+from workers.engine import ntk, symmetric_gram
 from workers.engine.activations import apply_head
 from workers.engine.nets import build_network, trainable_parameters
 from workers.engine.ntk import kernel_spectrum, relative_change, resolve_method, tangent_kernel
@@ -144,3 +145,37 @@ def test_structured_kernel_reads_weight_and_bias_multipliers_from_the_layers(cas
     reference = dense_reference_kernel(net, x, "outputs")
     for method in METHODS:
         assert relative_error(tangent_kernel(net, x, method=method), reference) < 1e-10, method
+
+
+BENCH_ROWS = {row["name"]: row for row in method_rows(quick=False)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block_rows", [640, 4])
+@pytest.mark.parametrize("name", list(BENCH_ROWS))
+def test_every_method_and_auto_agree_in_float64_on_the_bench_networks(name, block_rows, monkeypatch):
+    """bench_kernels' method rows at n = 2 (MLPs) or 3 points, against the dense Jacobian; block_rows = 4 cuts every
+    Gram into blocks of whole points (one point per block at O = 10: the mirrored lower blocks are exercised)."""
+    monkeypatch.setattr(symmetric_gram, "BLOCK_ROWS", block_rows)
+    row = BENCH_ROWS[name]
+    n = 2 if row["net"] == "mlp" else 3
+    net, x = method_row_network(row, torch.float64), method_row_inputs(row, n, torch.float64)
+    reference = dense_reference_kernel(net, x, "logits")
+    for method in (*METHODS, "auto"):
+        K = tangent_kernel(net, x, method=method, of="logits")
+        assert K.dtype == torch.float64
+        assert relative_error(K, reference) < 1e-10, method
+
+
+def test_auto_profiles_a_network_once_and_again_after_a_layer_is_swapped():
+    fields, shape = CASES["resnet-fc"]
+    net = build_network(ModelSpec(**fields), shape, seed=0)
+    x = torch.randn(4, *shape)
+    forwards = []
+    net.register_forward_hook(lambda *_: forwards.append(1))
+    costs = ntk.kernel_costs(net, x)
+    assert resolve_method(net, "auto", x) == "structured" and len(forwards) == 1
+    assert ntk.kernel_costs(net, x) == costs and len(forwards) == 1
+    net.readout = torch.nn.Linear(8, 2)
+    assert ntk.kernel_costs(net, x)["structured"].flops > costs["structured"].flops  # the readout is now a fallback
+    assert len(forwards) == 2

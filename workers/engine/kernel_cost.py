@@ -12,6 +12,7 @@ backward that are not parameters.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 from torch import Tensor, nn
@@ -30,6 +31,24 @@ from api_schemas.kernel_cost_model import (  # noqa: F401  (the cost model, used
 from workers.engine.layer_capture import capture
 from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.per_sample import SavedBytes
+
+
+_PROFILES: weakref.WeakKeyDictionary[nn.Module, dict[tuple, Profile]] = weakref.WeakKeyDictionary()
+
+
+def cached_profile(net: nn.Module, x: Tensor, of: str, outputs: Callable[[Tensor], Tensor]) -> Profile:
+    """profile(), remembered per network for as long as it lives, keyed by what a profile depends on: the shape of
+    one point, the dtype, `of`, the head, every module's type and every parameter (object, name, shape and
+    requires_grad; not its values), so a swapped layer or a frozen parameter is profiled afresh.
+    `auto` is called once per kernel; profiling each time (a one-point forward under FlopCounterMode and a
+    parameter-use guard) costs as much as a small network's whole structured kernel."""
+    key = (tuple(x.shape[1:]), x.dtype, x.device.type, of, getattr(net, "head", None),
+           tuple(type(m) for m in net.modules()),
+           tuple((id(p), name, tuple(p.shape), p.requires_grad) for name, p in net.named_parameters()))
+    profiles = _PROFILES.setdefault(net, {})
+    if key not in profiles:
+        profiles[key] = profile(net, x, outputs)
+    return profiles[key]
 
 
 def profile(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> Profile:

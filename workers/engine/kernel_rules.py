@@ -53,6 +53,7 @@ from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, tor
 )
 from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
+from workers.engine.symmetric_gram import add_gram, mirror
 
 RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledConv1d, ScaledEmbedding)
 
@@ -69,23 +70,34 @@ def layer_kernel(
     """The layer's share of K, [n·O, n·O], from its calls: inputs[k] and cotangents[k] = ∂f/∂z_k [n, O, *z_k.shape[1:]];
     checkpoint() is called after each chunk."""
     n, O = cotangents[0].shape[:2]
+    K = cotangents[0].new_zeros(n * O, n * O)
+    add_layer_kernel(K, layer, inputs, cotangents, weight=weight, bias=bias, budget=budget, checkpoint=checkpoint)
+    return mirror(K, O)
+
+
+def add_layer_kernel(
+    K: Tensor, layer: nn.Module, inputs: list[Tensor], cotangents: list[Tensor], *, weight: bool, bias: bool,
+    budget: int, checkpoint: Checkpoint = no_checkpoint,
+) -> Tensor:
+    """K += the layer's share (layer_kernel) on the blocks on and above the diagonal at least
+    (symmetric_gram.py: a sum of such terms is completed by one mirror()); returns K."""
+    n, O = cotangents[0].shape[:2]
     if isinstance(layer, ScaledLinear) and len(inputs) == 1 and inputs[0].dim() == 2:
-        return _dense_layer_kernel(layer, inputs[0], cotangents[0], weight=weight, bias=bias)
+        return _add_dense_layer_kernel(K, layer, inputs[0], cotangents[0], weight=weight, bias=bias)
     G = positions_cotangents(layer, cotangents)
-    K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
     if weight:
         c2 = layer.weight_multiplier**2
         if isinstance(layer, ScaledEmbedding):
-            K += c2 * _embedding_kernel(torch.cat([t.reshape(n, -1) for t in inputs], dim=1), G, budget, checkpoint)
+            tokens = torch.cat([t.reshape(n, -1) for t in inputs], dim=1)
+            _add_embedding_kernel(K, c2, tokens, G, budget, checkpoint)
         elif isinstance(layer, ScaledConv2d) and layer.groups > 1:
             columns = torch.cat([layer.columns(x) for x in inputs], dim=2)
             per_channel = torch.cat([g.reshape(n, O, g.shape[2], -1) for g in cotangents], dim=3)
-            K += c2 * _grouped_conv_kernel(columns, per_channel, layer.groups, budget, checkpoint)
+            _add_grouped_conv_kernel(K, c2, columns, per_channel, layer.groups, budget, checkpoint)
         else:
-            K += c2 * _shared_weight_kernel(positions_inputs(layer, inputs), G, budget, checkpoint)
+            _add_shared_weight_kernel(K, c2, positions_inputs(layer, inputs), G, budget, checkpoint)
     if bias:
-        Gs = G.sum(dim=2).reshape(n * O, -1)
-        K += layer.bias_multiplier**2 * (Gs @ Gs.T)
+        add_gram(K, G.sum(dim=2).reshape(n * O, -1), O, alpha=layer.bias_multiplier**2)
     return K
 
 
@@ -110,43 +122,37 @@ def positions_cotangents(layer: nn.Module, cotangents: list[Tensor]) -> Tensor:
 # --------------------------------------------------------------------------- the rules
 
 
-def _dense_layer_kernel(layer: ScaledLinear, A: Tensor, G: Tensor, *, weight: bool, bias: bool) -> Tensor:
-    """A [n, in], G [n, O, out] -> c²·(AAᵀ ⊗ 1)⊙(GGᵀ) + β²·GGᵀ."""
+def _add_dense_layer_kernel(K: Tensor, layer: ScaledLinear, A: Tensor, G: Tensor, *, weight: bool, bias: bool) -> Tensor:
+    """A [n, in], G [n, O, out]: K += (c²·(AAᵀ ⊗ 1_O1_Oᵀ) + β²) ⊙ (GGᵀ), the input Gram AAᵀ formed once for all
+    O×O output pairs and GGᵀ by its blocks on and above the diagonal (symmetric_gram.py)."""
     n, O, _ = G.shape
-    Gf = G.reshape(n * O, -1)
-    GG = Gf @ Gf.T
-    K = torch.zeros_like(GG)
+    input_gram = G.new_zeros(n, n)
     if weight:
-        K += layer.weight_multiplier**2 * _expand_over_outputs(A @ A.T, O) * GG
+        input_gram.addmm_(A, A.T, alpha=layer.weight_multiplier**2)
     if bias:
-        K += layer.bias_multiplier**2 * GG
-    return K
+        input_gram += layer.bias_multiplier**2
+    return add_gram(K, G.reshape(n * O, -1), O, point_gram=input_gram)
 
 
-def _expand_over_outputs(gram: Tensor, O: int) -> Tensor:
-    """[n, n] -> [n·O, n·O] with entry (i·O+a, j·O+b) = gram[i, j]."""
-    return gram.repeat_interleave(O, dim=0).repeat_interleave(O, dim=1)
-
-
-def _shared_weight_kernel(A: Tensor, G: Tensor, budget: int, checkpoint: Checkpoint) -> Tensor:
-    """A [n, T, in], G [n, O, T, out] -> Σ_{t,u} (a_it·a_ju)(g_iat·g_jbu), [n·O, n·O] (without c²)."""
+def _add_shared_weight_kernel(K: Tensor, c2: float, A: Tensor, G: Tensor, budget: int, checkpoint: Checkpoint) -> None:
+    """A [n, T, in], G [n, O, T, out]: K += c²·Σ_{t,u} (a_it·a_ju)(g_iat·g_jbu), [n·O, n·O]."""
     n, T, fan_in = A.shape
     O, out = G.shape[1], G.shape[3]
     if use_per_sample(*shared_weight_flops(n, O, T, fan_in, out), n * O * fan_in * A.element_size(), budget):
         chunk = max(1, budget // (n * O * fan_in * A.element_size()))
-        K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
         for start in range(0, out, chunk):
             Gc = G[..., start : start + chunk].transpose(2, 3).reshape(n, -1, T)
-            J = torch.bmm(Gc, A).reshape(n * O, -1)
-            K += J @ J.T
+            add_gram(K, torch.bmm(Gc, A).reshape(n * O, -1), O, alpha=c2)
             checkpoint()
-        return K
-    return _position_sum(lambda rows: torch.einsum("itk,juk->ijtu", A[rows], A), G, budget, checkpoint)
+        return
+    K.add_(_position_sum(lambda rows: torch.einsum("itk,juk->ijtu", A[rows], A), G, budget, checkpoint), alpha=c2)
 
 
-def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int, checkpoint: Checkpoint) -> Tensor:
-    """U [n, γ·in_g, T] (unfolded patches, channels first), G [n, O, γ·out_g, T] ->
-    Σ_g Σ_{t,u} (a_igt·a_jgu)(g_iagt·g_jbgu) (without c²): a grouped convolution's weight, each group a weight
+def _add_grouped_conv_kernel(
+    K: Tensor, c2: float, U: Tensor, G: Tensor, groups: int, budget: int, checkpoint: Checkpoint
+) -> None:
+    """U [n, γ·in_g, T] (unfolded patches, channels first), G [n, O, γ·out_g, T]:
+    K += c²·Σ_g Σ_{t,u} (a_igt·a_jgu)(g_iagt·g_jbgu), a grouped convolution's weight, each group a weight
     shared over the T positions that reads its own in_g = C/γ·kh·kw patch entries."""
     n, fan_in, T = U.shape
     O, out = G.shape[1], G.shape[2]
@@ -154,7 +160,6 @@ def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int, checkpo
     itemsize = U.element_size()
     U, G = U.reshape(n, groups, in_g, T), G.reshape(n, O, groups, out_g, T)
     group_bytes = n * (O * out_g * in_g + in_g * T + O * out_g * T) * itemsize
-    K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
     if use_per_sample(*shared_weight_flops(n, O, T, in_g, out_g), group_bytes, budget):
         # J[i, a, (g, o, k)] = Σ_t G[i, a, g, o, t] U[i, g, k, t]: one bmm over (point, group), in chunks of groups
         chunk = max(1, budget // group_bytes)
@@ -163,34 +168,33 @@ def _grouped_conv_kernel(U: Tensor, G: Tensor, groups: int, budget: int, checkpo
             Uc = U[:, start : start + gc].reshape(n * gc, in_g, T)
             Gc = G[:, :, start : start + gc].permute(0, 2, 1, 3, 4).reshape(n * gc, O * out_g, T)
             J = torch.bmm(Gc, Uc.transpose(1, 2)).reshape(n, gc, O, out_g * in_g).transpose(1, 2).reshape(n * O, -1)
-            K += J @ J.T
+            add_gram(K, J, O, alpha=c2)
             checkpoint()
-        return K
+        return
     for g in range(groups):
         A_g, G_g = U[:, g].transpose(1, 2), G[:, :, g].transpose(2, 3)
-        K += _position_sum(lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget, checkpoint)
-    return K
+        gram = _position_sum(lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget, checkpoint)
+        K.add_(gram, alpha=c2)
 
 
-def _embedding_kernel(tokens: Tensor, G: Tensor, budget: int, checkpoint: Checkpoint) -> Tensor:
-    """tokens [n, T], G [n, O, T, w] -> Σ_{t,u} [tok_it = tok_ju](g_iat·g_jbu), [n·O, n·O] (without c²)."""
+def _add_embedding_kernel(K: Tensor, c2: float, tokens: Tensor, G: Tensor, budget: int, checkpoint: Checkpoint) -> None:
+    """tokens [n, T], G [n, O, T, w]: K += c²·Σ_{t,u} [tok_it = tok_ju](g_iat·g_jbu), [n·O, n·O]."""
     n, O, T, width = G.shape
     used, row = torch.unique(tokens, return_inverse=True)
     U = used.numel()
     if use_per_sample(*embedding_flops(n, O, T, U, width), n * O * U * G.element_size(), budget):
         chunk = max(1, budget // (n * O * U * G.element_size()))
         index = (torch.arange(n, device=G.device).unsqueeze(1) * U + row).reshape(-1)
-        K = torch.zeros(n * O, n * O, dtype=G.dtype, device=G.device)
         for start in range(0, width, chunk):
             Gc = G[..., start : start + chunk]
             per_position = Gc.permute(0, 2, 1, 3).reshape(n * T, -1)
             J = torch.zeros(n * U, per_position.shape[1], dtype=G.dtype, device=G.device).index_add_(0, index, per_position)
             J = J.reshape(n, U, O, -1).transpose(1, 2).reshape(n * O, -1)
-            K += J @ J.T
+            add_gram(K, J, O, alpha=c2)
             checkpoint()
-        return K
-    return _position_sum(lambda rows: (tokens[rows, None, :, None] == tokens[None, :, None, :]).to(G.dtype), G, budget,
-                         checkpoint)
+        return
+    same_token = lambda rows: (tokens[rows, None, :, None] == tokens[None, :, None, :]).to(G.dtype)  # noqa: E731
+    K.add_(_position_sum(same_token, G, budget, checkpoint), alpha=c2)
 
 
 def _position_sum(input_gram, G: Tensor, budget: int, checkpoint: Checkpoint = no_checkpoint) -> Tensor:

@@ -10,7 +10,9 @@ structured  Any network. One forward and O backward passes give each covered lay
             A and output cotangents G = ∂f_a/∂z (z = the layer output, multiplier included);
             a weight or bias of a ScaledLinear, ScaledConv2d or ScaledEmbedding is covered
             (layer_capture.py says exactly when), at T positions per point over all its calls:
-            dense layer, x [n, in], z = c·x Wᵀ + β b:   K_l = c²·(A Aᵀ ⊗ 1_O1_Oᵀ) ⊙ (G Gᵀ) + β²·(G Gᵀ)
+            dense layer, x [n, in], z = c·x Wᵀ + β b:   K_l = (c²·A Aᵀ + β²) ⊗ 1_O1_Oᵀ ⊙ (G Gᵀ)
+                (A Aᵀ once for all O×O output pairs; every Gram by its blocks on and above the
+                diagonal, in place, K mirrored once at the end: symmetric_gram.py)
             weight shared over positions (tokens [n, T, in], conv patches, tied calls):
                 K_l[i,j] = c² Σ_{t,s} (a_it·a_js)(g_it·g_js) + β² (Σ_t g_it)·(Σ_s g_js)
             embedding, z_it = c·E[tok_it]:  K_l[i,j] = c² Σ_{t,s} [tok_it = tok_js] (g_it·g_js)
@@ -30,9 +32,11 @@ auto        With the probe points, the cost model of kernel_cost.py: with F the 
             and s the bytes saved for backward per point, b bytes per number,
                 structured  n·F·(1+O) + Σ_l rule FLOPs + [fallback] ((k+1)/2)·n·F·(1+2O) + 2(nO)²·p_fb
                             memory n·s + 2b·n·O·Σ_l T_l·out_l
-                jacobian    n·F·(1+2O) + 2(nO)²·p,             memory b·n·O·p + n·(1+O)·s
+                jacobian    n·F·(1+2O) + γ·2(nO)²·p,           memory b·n·O·p + n·(1+O)·s
                 ntk_vp      n·F·(1+5nO),                        memory n·s + b·(3p + 8n·s/b)
-            the fewest FLOPs among the methods whose (unchunkable) memory is within the budget.
+            the fewest FLOPs among the methods whose (unchunkable) memory is within the budget;
+            γ = (1 + 1/k)/2 for k Gram blocks a side (api_schemas/kernel_cost_model.py). The profile
+            is computed once per network and kept (kernel_cost.cached_profile).
             Without the points (resolve_method(net, "auto")): structured when every trainable
             parameter is covered, else jacobian.
 
@@ -56,10 +60,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from workers.engine import kernel_cost
 from workers.engine.activations import apply_head, head_of
 from workers.engine.callbacks import Checkpoint, no_checkpoint
-from workers.engine.kernel_rules import layer_kernel
+from workers.engine.kernel_rules import add_layer_kernel
 from workers.engine.layer_capture import capture, fallback_names, rule_parameters
 from workers.engine.nets import trainable_parameters
 from workers.engine.per_sample import per_sample_kernel, saved_bytes_per_point
+from workers.engine.symmetric_gram import add_gram, mirror
 
 Method = Literal["structured", "jacobian", "ntk_vp"]
 Of = Literal["outputs", "logits"]
@@ -95,7 +100,7 @@ def resolve_method(net: nn.Module, method: str, x: Tensor | None = None, *, of: 
 
 def kernel_costs(net: nn.Module, x: Tensor, *, of: Of = "outputs") -> dict[str, kernel_cost.Cost]:
     """The cost model's estimate of each method on the points x (FLOPs, unchunkable and peak bytes)."""
-    prof = kernel_cost.profile(net, x, lambda logits: _head(net, logits, of))
+    prof = kernel_cost.cached_profile(net, x, of, lambda logits: _head(net, logits, of))
     return kernel_cost.method_costs(prof, x.shape[0], MEMORY_BUDGET_BYTES)
 
 
@@ -142,10 +147,11 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
         stop = start + len(record.outputs)
         if stop > start:
             G = [torch.stack(store, dim=1) for store in cotangents[start:stop]]
-            K += layer_kernel(layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget,
-                              checkpoint=checkpoint)
+            add_layer_kernel(K, layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget,
+                             checkpoint=checkpoint)
             checkpoint()
         start = stop
+    mirror(K, O)
     fallback = captured.fallback
     del captured, y, cotangents
     if fallback:
@@ -167,10 +173,9 @@ def _jacobian_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint) 
     n, O = first.shape[:2]
     K = torch.zeros(n * O, n * O, dtype=first.dtype, device=first.device)
     for J in jacobians.values():
-        Jf = J.reshape(n * O, -1)
-        K += Jf @ Jf.T
+        add_gram(K, J.reshape(n * O, -1), O)
         checkpoint()
-    return K
+    return mirror(K, O)
 
 
 # --------------------------------------------------------------------------- ntk_vp

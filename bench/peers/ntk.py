@@ -1,9 +1,10 @@
 """Tangent-kernel rows: ntklab (auto and structured) against nngeometry and neural-tangents.
 
 The empirical NTK of the logits, K [n·O, n·O] (row i·O + a), of an ntklab MLP 64-1024³-O, tanh,
-NTK parameterization, on n = 256 Gaussian points, O = 1 and 10. The peers get the same
-weights: nngeometry's GramMatrix a torch.nn.Sequential with the multiplied weights c·W (its
-hooks know torch.nn.Linear only); neural-tangents (structured derivatives, jitted) the raw
+standard parameterization (c = 1: the kernel is over the same parameters for every peer; in
+the NTK parameterization a torch.nn copy's kernel would differ by c² per layer), on n = 256
+Gaussian points, O = 1 and 10. The peers get the same weights: nngeometry's GramMatrix a
+torch.nn.Sequential copy (its hooks know torch.nn.Linear only); neural-tangents (structured derivatives, jitted) the raw
 weights in stax.Dense(parameterization="ntk") in a subprocess of .venv-jax
 (bench/peers/nt_worker.py), one kernel per round on request so that the rounds interleave (its
 time includes the pipe's round trip, well under a millisecond). Agreement: max |K_peer − K| / max |K| in float64.
@@ -42,7 +43,7 @@ NTK_COLUMNS = ["work", "ntklab auto (s)", "ntklab structured (s)", "nngeometry (
 
 
 def mlp(O: int, dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
-    net = build_network(ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O), (D,), seed=0, dtype=dtype)
+    net = build_network(ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard"), (D,), seed=0, dtype=dtype)
     x = torch.randn(N, D, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
     return net, x
 

@@ -1,6 +1,6 @@
 """Benchmark: ntklab against its peers, side by side in one harness.
 
-    .venv-bench/bin/python -m bench.bench_peers [--tables curvature,ntk] [--repeats 5] [--threads 2]
+    .venv-bench/bin/python -m bench.bench_peers [--tables curvature,ntk] [--repeats 5] [--threads 1]
 
 Runs in the bench-only environment `make .venv-bench` builds (torch 2.13.0 CPU plus
 nngeometry, curvlinops-for-pytorch, PyHessian and hessian-eigenthings; neural-tangents with
@@ -27,7 +27,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", default="curvature,ntk")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; 1 because two, on a shared and oversubscribed machine, made every "
+                             "implementation about 10× slower and the ratios noise")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tables = args.tables.split(",")

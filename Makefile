@@ -9,7 +9,23 @@ STAMP := $(VENV)/.ntklab-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install up test bench demo clean
+.PHONY: install up test bench bench-peers .venv-bench .venv-jax demo clean
+
+# The bench-only environments of `make bench-peers` (never the product's dependencies):
+# .venv-bench: the pinned torch, ntklab's worker extra and the peers, the peers with --no-deps
+# so that none of them pulls another torch (nngeometry declares torchvision, backpack unfoldNd
+# and torchvision: unused by what the bench calls); .venv-jax: neural-tangents on jax 0.4.23
+# with numpy < 2 (jaxlib 0.4.23 is built against numpy 1), --no-deps as it declares tensorflow
+# (bench/peers/nt_worker.py does not import its TensorFlow part). A failed JAX install leaves
+# no stamp and the neural-tangents rows print why they are skipped.
+BENCH_VENV ?= .venv-bench
+BENCH_PY := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.peers-installed
+JAX_VENV ?= .venv-jax
+JAX_STAMP := $(JAX_VENV)/.neural-tangents-installed
+PEERS := nngeometry==0.4 curvlinops-for-pytorch==3.0.1 PyHessian==0.1 hessian-eigenthings==1.0.0a5 \
+	backpack-for-pytorch==1.7.1 unfoldNd==0.2.3
+PEER_DEPENDENCIES := tqdm einops einconv linear_operator opt-einsum
 
 install: $(STAMP)
 
@@ -41,6 +57,29 @@ bench: $(STAMP)
 	$(PY) -m bench.bench_infinite_width $(BENCH_ARGS); \
 	$(PY) -m bench.bench_time_estimate $(BENCH_ARGS); \
 	$(PY) -m bench.bench_service
+	$(MAKE) bench-peers
+
+bench-peers: $(BENCH_STAMP)
+	-$(MAKE) $(JAX_STAMP)
+	$(BENCH_PY) -m bench.bench_peers $(PEERS_ARGS)
+
+.venv-bench: $(BENCH_STAMP)
+
+$(BENCH_STAMP): pyproject.toml
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install -q torch==$(TORCH_VERSION)
+	$(BENCH_PY) -m pip install -q -e '.[worker]'
+	$(BENCH_PY) -m pip install -q --no-deps $(PEERS)
+	$(BENCH_PY) -m pip install -q $(PEER_DEPENDENCIES)
+	touch $@
+
+.venv-jax: $(JAX_STAMP)
+
+$(JAX_STAMP):
+	python3 -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/python -m pip install -q jax==0.4.23 jaxlib==0.4.23 'numpy<2' 'scipy<1.14' frozendict
+	$(JAX_VENV)/bin/python -m pip install -q --no-deps neural-tangents==0.6.5
+	touch $@
 
 demo: $(STAMP)
 	$(PY) -m ntklab.demo $(DEMO_ARGS)

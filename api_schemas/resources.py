@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api_schemas.run_warnings import RunWarning
+from api_schemas.spec import JobSpec
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 CancelOutcome = Literal["pending", "cancelled", "too_late"]
@@ -219,7 +220,7 @@ class Job(Resource):
     enqueued_at: dt.datetime | None
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
-    spec: dict[str, Any] | None
+    spec: JobSpec | None
     estimate: JobEstimate | None = Field(default=None, description="peak memory and FLOPs estimated from the spec")
 
     @model_validator(mode="after")

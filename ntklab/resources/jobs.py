@@ -30,9 +30,13 @@ PLOTTED_SERIES = ("delta_k", "delta_k_logits", "loss", "weight_change_l2", "weig
 
 class Job(wire.Job):
     """A job as the service reports it (api_schemas.resources.Job); `plot()` draws its
-    ΔK(t), loss and weight change. Fields a newer service adds are kept, not refused."""
+    ΔK(t), loss and weight change. Fields a newer service adds are kept, not refused. `spec` and `summary`
+    are plain dicts, as sent (the wire types them as JobSpec and JobSummary), so they index as they print."""
 
     model_config = ConfigDict(extra="allow")
+
+    spec: dict[str, Any] | None
+    summary: dict[str, Any] | None
 
     _client: Client | None = PrivateAttr(default=None)
 

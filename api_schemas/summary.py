@@ -97,7 +97,3 @@ class JobSummary(BaseModel):
         sent = self.model_fields_set | set(self.model_extra or {})
         return {name: value for name, value in dumped.items() if name in sent}
 
-
-def undeclared(summary: dict) -> list[str]:
-    """The keys of a stored summary that JobSummary does not name, sorted."""
-    return sorted(set(summary) - set(JobSummary.model_fields))

@@ -145,6 +145,7 @@ class Job(Base):
     progress_eta_s: Mapped[float | None] = mapped_column(Float)
 
     summary: Mapped[dict | None] = mapped_column(JSON)
+    warnings: Mapped[list | None] = mapped_column(JSON)  # the finished run's RunWarnings; null before it finishes
     error: Mapped[dict | None] = mapped_column(JSON)
 
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from api_schemas import resources as wire
 from api_schemas.resources import ArtifactInfo
+from api_schemas.series import JOB_FIGURE
 from ntklab._http import poll_delay
 from ntklab.errors import JobFailedError, WaitTimeoutError
 from ntklab.progress import ProgressBar
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from ntklab.client import AsyncClient, Client
 
 FINISHED = ("succeeded", "failed", "cancelled")
-PLOTTED_SERIES = ("delta_k", "delta_k_logits", "loss", "weight_change_l2", "weight_change_linf")
+PLOTTED_SERIES = JOB_FIGURE
 
 
 class Job(wire.Job):

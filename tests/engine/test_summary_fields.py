@@ -1,10 +1,12 @@
-"""Every scalar the engine reports is a field of JobSummary, with a unit and a definition.
+"""Every scalar the engine reports is a field of JobSummary, with a unit and a definition, and every
+series it records is one api_schemas/series.py lists.
 
 The engine runs the bench's jobs (bench/bench_job_phases.py), the first point of every preset's
 smoke sweep (service/presets.py) and one job with every optional diagnostic on, each cut to two
 training steps and a few points and units (the keys depend on the diagnostics and the head, not on
 the sizes), and
-every key of every summary must be a declared field: none may arrive only as an extra.
+every key of every summary must be a declared field (none may arrive only as an extra), every series
+a declared series.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 
 import pytest
 
+from api_schemas.series import SERIES
 from api_schemas.spec import JobSpec
 from api_schemas.summary import JobSummary
 from bench.bench_job_phases import JOBS
@@ -60,10 +63,11 @@ RUNS = {**{f"bench:{name}": document for name, document in JOBS.items()}, "every
 
 
 @pytest.mark.parametrize("name", [*RUNS, *PRESETS])
-def test_every_summary_key_is_a_declared_field(name):
+def test_every_summary_key_and_series_is_declared(name):
     spec = preset_specs()[f"preset:{name}"] if name in PRESETS else short(RUNS[name])
-    summary = run(spec).summary
-    assert set(summary) - set(JobSummary.model_fields) == set()
+    result = run(spec)
+    assert set(result.summary) - set(JobSummary.model_fields) == set()
+    assert set(result.series) - set(SERIES) == set()
 
 
 def test_the_everything_run_reports_each_optional_family():

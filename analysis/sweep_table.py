@@ -20,7 +20,7 @@ from analysis.fit_warnings import fit_warnings
 from analysis.fits import PowerLawFit, fit_power_law
 from analysis.labels import axis_label, group_label
 from analysis.width_regime import standard_fixed_lr
-from api_schemas.run_warnings import RunWarning, split_stored_summary
+from api_schemas.run_warnings import RunWarning
 from api_schemas.sweeps import FitPoint, FitResult, FitSpec
 
 
@@ -129,15 +129,11 @@ def table_paths(spec: dict) -> list[str]:
 
 
 def table(sweep_spec: dict, jobs: Iterable[Any]) -> list[SweepRow]:
-    """One row per job (anything with id, status, spec and summary), showing the `table_paths` of the sweep;
-    the run's warnings stored in the summary become the row's `warnings`."""
+    """One row per job (anything with id, status, spec, summary and, once finished, warnings), showing the
+    `table_paths` of the sweep; a job without warnings (unfinished, or none given) shows none."""
     paths = table_paths(sweep_spec)
-    rows = []
-    for job in jobs:
-        summary, warnings = split_stored_summary(job.summary)
-        rows.append(SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec,
-                             summary or {}, warnings))
-    return rows
+    return [SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec,
+                     job.summary or {}, getattr(job, "warnings", None) or []) for job in jobs]
 
 
 def derive_status(counts: Counter, cancel_requested: bool) -> str:

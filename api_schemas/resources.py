@@ -7,11 +7,13 @@ Times are ISO 8601 in UTC. Every number is finite: JSON never carries NaN or Inf
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api_schemas.run_warnings import RunWarning
+from api_schemas.spec import JobSpec
+from api_schemas.summary import JobSummary
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 CancelOutcome = Literal["pending", "cancelled", "too_late"]
@@ -205,9 +207,9 @@ class Job(Resource):
         "its results then stand. Derived from status and cancel_requested.",
     )
     progress: Progress
-    summary: dict[str, Any] | None = Field(
-        description="named scalars once finished (final_loss, delta_k_max, …) and `timings`, the seconds spent "
-        "per phase (data, build, kernel, hessian, sensitivity, linearization, training, storage, …)"
+    summary: JobSummary | None = Field(
+        description="named scalars once finished (final_loss, delta_k_max, …; api_schemas/summary.py) and `timings`, "
+        "the seconds spent per phase (data, build, kernel, hessian, sensitivity, linearization, training, storage, …)"
     )
     warnings: list[RunWarning] = Field(
         default_factory=list,
@@ -219,7 +221,7 @@ class Job(Resource):
     enqueued_at: dt.datetime | None
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
-    spec: dict[str, Any] | None
+    spec: JobSpec | None
     estimate: JobEstimate | None = Field(default=None, description="peak memory and FLOPs estimated from the spec")
 
     @model_validator(mode="after")

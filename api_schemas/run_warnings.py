@@ -8,9 +8,9 @@
     head_curvature_zero         the Hessian was measured through a head with φ''(0) = 0 (tanh, sigmoid)
     infinite_width_quadrature_inexact   Θ∞'s quadrature error exceeds diagnostics.infinite_width.quadrature_tolerance
 
-A job's warnings are computed by the engine (workers/engine/run_warnings.py) and stored inside
-the job's summary under STORED_KEY; the job resource and a sweep's rows show them as their own
-field (`split_stored_summary`). A fit carries those of the points it was fitted on
+A job's warnings are computed by the engine (workers/engine/run_warnings.py) and stored in a
+column of their own (jobs.warnings, migration 0016); the job resource and a sweep's rows show them
+as their own field. A fit carries those of the points it was fitted on
 (analysis/fit_warnings.py), one entry per code, and one of its own:
 
     standard_parameterization_fixed_lr  the fit compares widths in standard parameterization at a
@@ -18,8 +18,6 @@ field (`split_stored_summary`). A fit carries those of the points it was fitted 
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -33,13 +31,3 @@ class RunWarning(BaseModel):
     message: str
     values: dict[str, JsonValue] = Field(default_factory=dict, examples=[{"final_loss": 0.084, "target_loss": 0.001}])
 
-
-STORED_KEY = "warnings"
-
-
-def split_stored_summary(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(the summary without its warnings, the warnings) of a stored summary: (None, []) for none."""
-    if stored is None:
-        return None, []
-    summary = dict(stored)
-    return summary, summary.pop(STORED_KEY, [])

@@ -126,7 +126,7 @@ class Sweep(SweepState):
     default written out.
     """
 
-    spec: dict[str, JsonValue]
+    spec: SweepSpec
     table: list[SweepRow]
     has_more: bool = False
     next: str | None = None

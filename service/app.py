@@ -29,6 +29,7 @@ from service import upload_folders
 from service.api.auth import RESPONSES as AUTH_RESPONSES
 from service.api.auth import KeyCache
 from service.api.deps import current_caller
+from service.api.openapi import install_openapi, operation_id
 from service.api.routes import artifacts, datasets, health, jobs, models, presets, sweeps
 from service.auth_startup import ensure_bootstrap_admin, warn_if_open
 from service.body_timing import BodyDeadline
@@ -56,8 +57,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = make_engine(settings.database_url, pool_size=settings.database_pool_size)
     app = ProblemAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan, redirect_slashes=False,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
     install_dashboard(app)
+    install_openapi(app)
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_session_factory(engine)

@@ -118,10 +118,12 @@ class JobStore:
     @retry_patiently
     def finish(
         self, claim: Claim, status: str, *, summary: dict | Callable[[float], dict] | None = None,
-        error: dict | None = None, chunks: list[ChunkRow] = (), replace_series: tuple[str, ...] = (),
-        artifacts: dict | None = None, progress: dict | None = None, max_stored_bytes: int | None = None,
+        warnings: list[dict] | None = None, error: dict | None = None, chunks: list[ChunkRow] = (),
+        replace_series: tuple[str, ...] = (), artifacts: dict | None = None, progress: dict | None = None,
+        max_stored_bytes: int | None = None,
     ) -> None:
-        """Store the outcome, the last progress and the final status; raises LostJob if the row is not ours.
+        """Store the outcome (summary, warnings, error), the last progress and the final status; raises LostJob
+        if the row is not ours.
 
         A callable summary is called with the seconds this transaction spent writing the chunks and
         artifacts, and what it returns is stored, in the same transaction (a job's timings.storage).
@@ -140,7 +142,7 @@ class JobStore:
             writing = time.perf_counter()
             taken = session.execute(
                 update(Job).where(*_owned(claim.job_id, claim.attempt))
-                .values(status=status, summary=None if callable(summary) else summary, error=error,
+                .values(status=status, summary=None if callable(summary) else summary, warnings=warnings, error=error,
                         finished_at=now, heartbeat_at=now, **phase)
             ).rowcount
             if not taken:
@@ -216,7 +218,7 @@ def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[
         .values(
             status="running", attempts=Job.attempts + 1, started_at=now, heartbeat_at=now,
             worker=worker, device=device, progress_phase="starting", progress_step=0,
-            progress_eta_s=None, summary=None, error=None, finished_at=None,
+            progress_eta_s=None, summary=None, warnings=None, error=None, finished_at=None,
         )
         .returning(Job.attempts)
     ).first()

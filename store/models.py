@@ -145,6 +145,7 @@ class Job(Base):
     progress_eta_s: Mapped[float | None] = mapped_column(Float)
 
     summary: Mapped[dict | None] = mapped_column(JSON)
+    warnings: Mapped[list | None] = mapped_column(JSON)  # the finished run's RunWarnings; null before it finishes
     error: Mapped[dict | None] = mapped_column(JSON)
     # computed once at submission (store/job_estimates.py); NULL before migration 0015 or when unplannable
     estimate: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))

@@ -42,13 +42,14 @@ class NewJob:
 
 @dataclass(frozen=True)
 class SweepJob:
-    """A job as the sweep table reads it: its full spec materialised, its summary scalars."""
+    """A job as the sweep table reads it: its full spec materialised, its summary scalars, its warnings."""
 
     id: str
     seq: int
     status: str
     spec: dict[str, Any]
     summary: dict[str, Any] | None
+    warnings: list[dict[str, Any]] | None
 
 
 def create_sweep(
@@ -173,7 +174,7 @@ def succeeded_jobs(session: Session, sweep_id: str) -> list[SweepJob]:
 
 
 def _read(job: Job) -> SweepJob:
-    return SweepJob(job.id, job.seq, job.status, job_spec(job), job.summary)
+    return SweepJob(job.id, job.seq, job.status, job_spec(job), job.summary, job.warnings)
 
 
 def active_jobs_using(session: Session, owner: str, spec_path: tuple[str, str], upload_id: str) -> list[str]:

@@ -225,9 +225,10 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     rows, replace = final_rows(reporter.series, result.series if result else {})
     summary, artifacts = (None, {}) if result is None else stored_outcome(result, settings.max_artifact_bytes)
     timed_summary = None if summary is None else partial(with_storage_time, summary, time.perf_counter() - storing)
+    warnings = None if result is None else [warning.model_dump(mode="json") for warning in result.warnings]
     store.finish(
-        claim, status, summary=timed_summary, error=error, chunks=rows, replace_series=replace, artifacts=artifacts,
-        progress=reporter.last_progress(), max_stored_bytes=settings.max_stored_bytes_per_key,
+        claim, status, summary=timed_summary, warnings=warnings, error=error, chunks=rows, replace_series=replace,
+        artifacts=artifacts, progress=reporter.last_progress(), max_stored_bytes=settings.max_stored_bytes_per_key,
     )
 
 
@@ -385,14 +386,10 @@ def final_rows(buffer: SeriesBuffer, series: dict) -> tuple[list[ChunkRow], tupl
 
 
 def stored_outcome(result, max_artifact_bytes: int) -> tuple[dict, dict[str, tuple[str, bytes]]]:
-    """The summary and the artifacts under the size cap; a skipped artifact is named in the summary.
-
-    The run's warnings are stored inside the summary, under STORED_KEY (api_schemas/run_warnings.py)."""
-    from api_schemas.run_warnings import STORED_KEY
+    """The summary and the artifacts under the size cap; a skipped artifact is named in the summary."""
     from workers.engine.result import finite_or_none
 
     summary = {name: finite_or_none(value) for name, value in result.summary.items()}
-    summary[STORED_KEY] = [warning.model_dump(mode="json") for warning in result.warnings]
     artifacts, skipped = {}, []
     for name, artifact in result.artifacts.items():
         if len(artifact.data) > max_artifact_bytes:

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from api_schemas import resources as wire
 from api_schemas.resources import ArtifactInfo
+from api_schemas.series import JOB_FIGURE
 from ntklab._http import Deadline, poll_delay
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
 from ntklab.errors import JobFailedError, WaitTimeoutError
@@ -29,14 +30,18 @@ if TYPE_CHECKING:
     from ntklab.client import AsyncClient, Client
 
 FINISHED = ("succeeded", "failed", "cancelled")
-PLOTTED_SERIES = ("delta_k", "delta_k_logits", "loss", "weight_change_l2", "weight_change_linf")
+PLOTTED_SERIES = JOB_FIGURE
 
 
 class Job(wire.Job):
     """A job as the service reports it (api_schemas.resources.Job); `plot()` draws its
-    ΔK(t), loss and weight change. Fields a newer service adds are kept, not refused."""
+    ΔK(t), loss and weight change. Fields a newer service adds are kept, not refused. `spec` and `summary`
+    are plain dicts, as sent (the wire types them as JobSpec and JobSummary), so they index as they print."""
 
     model_config = ConfigDict(extra="allow")
+
+    spec: dict[str, Any] | None
+    summary: dict[str, Any] | None
 
     _client: Client | None = PrivateAttr(default=None)
 

@@ -28,13 +28,14 @@ SWEEP_FINISHED = ("succeeded", "failed", "cancelled", "partial")
 class Sweep(wire.Sweep):
     """A sweep as the service reports it (api_schemas.sweeps.Sweep): status, counts, table, fits.
 
-    `fits` are plain dicts (y, x, group_by, group, slope, slope_low, slope_high, intercept,
-    r_squared, points, verdict, group_label, theory_slope, x_label, y_label) so they print and
-    tabulate as they are.
+    `spec` (the wire's SweepSpec) and `fits` are plain dicts, so they print and tabulate as they are;
+    a fit has y, x, group_by, group, slope, slope_low, slope_high, intercept, r_squared, points,
+    verdict, group_label, theory_slope, x_label, y_label.
     """
 
     model_config = ConfigDict(extra="allow")
 
+    spec: dict[str, Any]  # type: ignore[assignment]  # plain dicts, on purpose
     fits: list[dict[str, Any]] = Field(default_factory=list)  # type: ignore[assignment]  # plain dicts, on purpose
 
     @property

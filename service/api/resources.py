@@ -48,19 +48,18 @@ def sweep_response(
 def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | None) -> Sweep:
     """The sweep with counts, status and fits over all its jobs and one page of its table.
 
-    Everything but the stored spec is validated; the spec goes in as it was stored."""
+    The stored spec is validated as the SweepSpec it was stored from (the wire types it)."""
     counts = sweeps_repo.job_counts(session, sweep.id)
     page, has_more = sweeps_repo.table_page(session, sweep.id, limit, after_seq)
-    resource = Sweep(
+    return Sweep(
         **sweep_summary(sweep, counts).model_dump(exclude={"object", "axes"}),
-        spec={},
+        spec=sweep.spec,
         table=[{"job_id": row.job_id, "status": row.status, "values": row.values, "summary": row.summary,
                 "warnings": row.warnings} for row in sweep_table.table(sweep.spec, page)],
         has_more=has_more,
         next=paging.next_cursor(page, has_more),
         fits=_fit_results(session, sweep),
     )
-    return resource.model_copy(update={"spec": sweep.spec})
 
 
 def sweep_summary(sweep: models.Sweep, counts: Counter) -> SweepSummary:

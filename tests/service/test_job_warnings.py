@@ -3,7 +3,10 @@ store) on SQLite and PostgreSQL, read back through the API and the SDK; a sweep'
 
 from __future__ import annotations
 
+from sqlalchemy import select
+
 from ntklab.client import Client
+from store import models
 from store.job_store import JobStore
 from workers.tasks import execute
 
@@ -67,3 +70,12 @@ def test_a_sweeps_fit_and_rows_carry_the_warnings_of_its_points(client, app, set
     assert warning["code"] == "target_loss_not_reached"
     assert warning["values"] == {"points": 3, "of": 3, "job_ids": job_ids}
     assert warning["message"].startswith("3 of 3 points: training stopped at max_steps")
+
+
+def test_the_warnings_are_stored_in_their_own_column_not_in_the_summary(client, app, settings):
+    job_id = client.post("/v1/jobs", json=SMALL).json()["id"]
+    run_queued(app, settings, job_id)
+    with app.state.sessions() as session:
+        row = session.scalar(select(models.Job).where(models.Job.id == job_id))
+        assert {w["code"] for w in row.warnings} == {"target_loss_not_reached", "head_cannot_reach_targets"}
+        assert "warnings" not in row.summary

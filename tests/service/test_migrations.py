@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -170,3 +172,41 @@ def test_0015_adds_the_stored_estimate_and_keeps_the_jobs(fresh_database, alembi
             assert connection.execute(text("SELECT parameters FROM jobs WHERE id = 'job_kept'")).scalar() == 7
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
+def test_0016_moves_the_warnings_out_of_the_summary_and_back(fresh_database, alembic_for):
+    """A job finished at 0014 kept its warnings in its summary; 0016 moves them to jobs.warnings, and back."""
+    _, url = fresh_database
+    warning = {"code": "target_loss_not_reached", "message": "m", "values": {"steps": 3}}
+    summaries = {"job_warned": {"final_loss": 0.5, "warnings": [warning]}, "job_clean": {"final_loss": 0.1, "warnings": []},
+                 "job_queued": None}
+    command.upgrade(alembic_for(url), "0014")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for job_id, summary in summaries.items():
+                connection.execute(text(
+                    "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
+                    "progress_step, progress_total, progress_phase, created_at, summary) VALUES (:id, 'alice', '{}', 'h', 7, "
+                    "'succeeded', false, 1, 0, 0, 'succeeded', '2026-01-01', :summary)"
+                ), {"id": job_id, "summary": None if summary is None else json.dumps(summary)})
+        command.upgrade(alembic_for(url), "0016")
+        assert read_jobs(engine, "summary, warnings") == {
+            "job_warned": ({"final_loss": 0.5}, [warning]), "job_clean": ({"final_loss": 0.1}, []), "job_queued": (None, None)}
+        command.downgrade(alembic_for(url), "0014")
+        assert read_jobs(engine, "summary") == {job_id: (summary,) for job_id, summary in summaries.items()}
+    finally:
+        engine.dispose()
+
+
+def read_jobs(engine, columns: str) -> dict[str, tuple]:
+    """{job id: (its `columns`, JSON decoded)}."""
+    with engine.connect() as connection:
+        rows = connection.execute(text(f"SELECT id, {columns} FROM jobs")).all()
+    return {row[0]: tuple(decoded(value) for value in row[1:]) for row in rows}
+
+
+def decoded(value):
+    """A JSON column's value as read by plain SQL: PostgreSQL's driver decodes it, SQLite hands back the text."""
+    return json.loads(value) if isinstance(value, str) else value

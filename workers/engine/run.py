@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics
+from api_schemas.summary import JobSummary
 from workers.engine.artifacts import json_artifact, npy_artifact, weights_artifact
 from workers.engine.activations import apply_head, head_of
 from workers.engine.callbacks import Callbacks, NullCallbacks
@@ -105,6 +106,7 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
         result.warnings = run_warnings(spec, net, data, path.w0, {"init": at_init.hessian, "final": at_end.hessian}, result.summary)
     result.summary["timings"] = {phase: round(seconds, 4) for phase, seconds in meter.clock.seconds().items()}
     result.set("wall_time_s", meter.clock.elapsed())
+    result.summary = JobSummary.model_validate(result.summary).model_dump()
     return result
 
 

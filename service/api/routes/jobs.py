@@ -11,7 +11,6 @@ from api_schemas import problems as types
 from api_schemas.resources import (
     Job, JobDryRun, JobPage, JobStatus, JobUpdate, Progress, Series,
 )
-from api_schemas.run_warnings import split_stored_summary
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from service import submission
@@ -231,7 +230,6 @@ def delete_job(job_id: str, session: SessionDep, scope: ScopeDep) -> Response:
 def job_resource(job: models.Job, tags: list[str], settings: Settings, *, with_spec: bool) -> Job:
     """The job as the API shows it; with its spec, the estimate stored at submission (service/estimates.py)."""
     spec = job_spec(job) if with_spec else None
-    summary, warnings = split_stored_summary(job.summary)
     return Job(
         id=job.id,
         name=job.name,
@@ -245,8 +243,8 @@ def job_resource(job: models.Job, tags: list[str], settings: Settings, *, with_s
         progress=Progress(
             step=job.progress_step, total=job.progress_total, phase=job.progress_phase, eta_s=job.progress_eta_s
         ),
-        summary=summary,
-        warnings=warnings,
+        summary=job.summary,
+        warnings=job.warnings or [],
         error=job.error,
         created_at=as_utc(job.created_at),
         enqueued_at=as_utc(job.enqueued_at),

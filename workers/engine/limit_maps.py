@@ -33,6 +33,7 @@ the final vector, whose K and Θ are Σ∞ and Θ∞ (the logits' limits are Σ�
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -89,16 +90,29 @@ def conv(state: Moments, *, kernel_size: int, stride: int, padding: int, rho: fl
     n, positions = state.K.shape[0], math.prod(window.out)
     K, Θ = state.K.new_empty(n, n, positions, positions), state.K.new_empty(n, n, positions, positions)
     K_in, Θ_in = _pairs(state.K), _pairs(state.Θ)
-    for block in pair_blocks(n, state.K.shape[-1] ** 2 + positions**2):
-        K_block = window.mean(K_in[block])
-        torch.add(K_block, float(bias), out=_pairs(K)[block])
-        torch.add(K_block.mul_(rho).add_(float(bias)), window.mean(Θ_in[block]), out=_pairs(Θ)[block])
+    with one_thread():
+        for block in pair_blocks(n, state.K.shape[-1] ** 2 + positions**2):
+            K_block = window.mean(K_in[block])
+            torch.add(K_block, float(bias), out=_pairs(K)[block])
+            torch.add(K_block.mul_(rho).add_(float(bias)), window.mean(Θ_in[block]), out=_pairs(Θ)[block])
     return Moments(K, Θ, state.μ.new_zeros(state.μ.shape[0], positions), window.out, gaussian=True, error=state.error)
 
 
 BLOCK_ENTRIES = 1 << 16
 """Entries of one [P, P] block's worth of pairs a map works on at once: small enough that its temporaries
 stay in a core's cache (512 KiB each in float64), large enough that each torch call does real work."""
+
+
+@contextmanager
+def one_thread():
+    """torch's intra-op threads at 1 for the block loops, then as before: the blocks' many small ops are
+    slower split across threads (each op waits for every thread; 10× on a loaded machine, bench)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def pair_blocks(n: int, entries_per_pair: int) -> list[slice]:
@@ -166,11 +180,12 @@ def _closed_form_blocks(name: str, variance: Tensor, K: Tensor, Θ: Tensor) -> t
     first, second = torch.arange(n).repeat_interleave(n), torch.arange(n).repeat(n)
     E, Θ_next = K.new_empty(K.shape), K.new_empty(K.shape)
     K_in, Θ_in = _pairs(K), _pairs(Θ)
-    for block in pair_blocks(n, positions**2):
-        value, slope = gauss_hermite.closed_form(name, variance[first[block], :, None], variance[second[block], None, :],
-                                                 K_in[block])
-        _pairs(E)[block] = value
-        torch.mul(slope, Θ_in[block], out=_pairs(Θ_next)[block])
+    with one_thread():
+        for block in pair_blocks(n, positions**2):
+            value, slope = gauss_hermite.closed_form(name, variance[first[block], :, None], variance[second[block], None, :],
+                                                     K_in[block])
+            _pairs(E)[block] = value
+            torch.mul(slope, Θ_in[block], out=_pairs(Θ_next)[block])
     return E, Θ_next
 
 

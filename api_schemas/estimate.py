@@ -28,7 +28,7 @@ memory terms (bytes)
     lanczos      8·p·(iterations + 2) + 4·b·p              the float64 Krylov basis, and the HVP's vectors
     infinite_width  8·n_p²·live + 3·8·(n_p·O)²             the layer maps' float64 [n_p, n_p, P, P] moments at the
                  largest map (live entries per pair of points, api_schemas/limit_cost.py: 12·P² for an
-                 activation, 2·P_in² + P_pad² + 4·P² for a convolution, …) and the distance's float64 copies
+                 activation, 2·P_in² + 2·P² for a convolution, …) and the distance's float64 copies
     spectrum     r·(8·p·(S + 6) + 3·b·N·a) + 6·b·p        hessian_spectrum: r = min(probes, ⌊256 MiB / (8·p·(S + 4)
                  + 3·b·N·a)⌋ ∨ 1) probes run together (hessian_spectrum.probe_batch), each with its float64
                  basis of S = lanczos_steps vectors and its Rademacher start, an HVP over N points (n for

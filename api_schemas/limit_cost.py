@@ -4,27 +4,30 @@
 
 The engine carries, for every pair (i, j) of the n probe points, float64 matrices [P, P] over the P
 positions of a representation (P = 1 for vectors, T tokens, H·W pixels): K and Θ [n, n, P, P]
-(workers/engine/limit_maps.py). Each layer map holds its input's K and Θ and a few same-sized
-temporaries; counted from the code, with P_in, P, P_pad the positions it reads, writes and
-pads to (Q = P², and likewise Q_in, Q_pad):
+(workers/engine/limit_maps.py). Each layer map holds its input's K and Θ, its output's, and (the
+maps not run block by block) a few same-sized temporaries; counted from the code, with P_in and P
+the positions it reads and writes (Q = P², and likewise Q_in):
 
     map             live entries per pair                     FLOPs per pair
     input           2·Q  (K, Θ = 0)                           2·C·Q            (K = values·valuesᵀ/C)
     dense           2·Q_in + 3·Q  (K + b, ρK + b + Θ)          4·Q
-    conv k×k        2·Q_in + Q_pad + 4·Q  (the padded copy,    2·(k²·Q + Q_pad) + 4·Q  (window sums of K and Θ)
-                    the window sum, K' and the Θ' sum)
+    conv k×k        2·Q_in + 2·Q  (K, Θ and K', Θ'; the        8·k·Q_in + 4·Q   (per tensor, k row then k column
+                    window sums run block by block of pairs,                    offsets, a multiply-add each over
+                    workers/engine/diagonal_windows.py)                        ≤ Q_in entries; then K', Θ')
     activation      12·Q: K, Θ, ρ, Horner's running sum of σ   closed form (relu, erf, identity, quadratic):
                     and σ' [·, 2] with its two products and    30·Q; else Mehler's series of at most
                     their sum (gauss_hermite.series), and the  MEHLER_TERMS terms: (4·MEHLER_TERMS + 20)·Q
-                    masks; the closed forms' ~9 temporaries
-                    fit in the same count
+                    masks; the closed forms hold only 4·Q (K, Θ
+                    and E, E'·Θ: block by block of pairs) and
+                    are counted at 12·Q, a bound
     pool L [P', P]  2·Q_in + 2·P'·P_in + 2·Q                   4·(P'·P_in² + P'²·P_in)
     residual        its branch's + 2·Q_in + 2·Q (skip, sum)    its branch's + 6·Q
 
 and per probe point, for an activation without a closed form, the Hermite coefficients of σ and σ'
 by every rule up to the largest: P · Σ_N 2·N² (a [2, P, N] × [N, N/2] product per rule N of
 RULES). The estimate takes the largest map's live entries (the maps run one after the other) and
-the sum of their FLOPs. Not counted: the two-dimensional polar rule for the pairs Mehler's series
+the sum of their FLOPs (the blocked maps' bounded temporaries, workers/engine/limit_maps.BLOCK_ENTRIES
+entries each, are not per pair and not counted). Not counted: the two-dimensional polar rule for the pairs Mehler's series
 cannot bound (near ρ = ±1 at a large variance; chunked, so bounded memory), which is a small
 fraction of the pairs.
 """
@@ -43,7 +46,7 @@ CLOSED_FORMS = frozenset({"relu", "erf", "identity", "quadratic"})
 RULES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 """workers/engine/gauss_hermite.ORDERS (a test keeps them equal): the Gauss–Hermite rules tried."""
 ACTIVATION_TENSORS = 12
-"""[n, n, P, P] tensors alive at once in an activation's map (module docstring)."""
+"""[n, n, P, P] tensors alive at once in an activation's map (module docstring; a bound for the closed forms)."""
 MEHLER_TERMS = RULES[-1] // 4
 """The most terms of Mehler's series the largest rule keeps: an upper bound on the series' length."""
 
@@ -87,7 +90,7 @@ def _network(spec: JobSpec, input_shape: tuple[int, ...]) -> LimitCost:
     for layer in plan.hidden:
         if layer.kernel_size:
             out = tuple(conv_output_size(size, layer.kernel_size, layer.stride, layer.padding) for size in grid)
-            weight, grid = _conv(grid, out, layer.kernel_size, layer.padding), out
+            weight, grid = _conv(grid, out, layer.kernel_size), out
         else:
             weight = _dense(1, 1)
         positions = 1 if grid is None else math.prod(grid)
@@ -116,9 +119,9 @@ def _dense(positions_in: int, positions: int) -> LimitCost:
     return LimitCost(2 * positions_in**2 + 3 * positions**2, 4 * positions**2)
 
 
-def _conv(grid: tuple[int, int], out: tuple[int, int], k: int, padding: int) -> LimitCost:
-    q_in, q, q_pad = math.prod(grid) ** 2, math.prod(out) ** 2, math.prod(size + 2 * padding for size in grid) ** 2
-    return LimitCost(2 * q_in + q_pad + 4 * q, 2 * (k * k * q + q_pad) + 4 * q)
+def _conv(grid: tuple[int, int], out: tuple[int, int], k: int) -> LimitCost:
+    q_in, q = math.prod(grid) ** 2, math.prod(out) ** 2
+    return LimitCost(2 * q_in + 2 * q, 8 * k * q_in + 4 * q)
 
 
 def _activation(name: str, positions: int) -> LimitCost:
@@ -143,7 +146,7 @@ def _graph_layer(planned: PlannedLayer) -> LimitCost:
     if isinstance(layer, Dense):
         return _dense(p_in, p_out)
     if isinstance(layer, Conv2d):
-        return _conv(planned.in_shape[1:], planned.out_shape[1:], layer.kernel_size, layer.padding)
+        return _conv(planned.in_shape[1:], planned.out_shape[1:], layer.kernel_size)
     if isinstance(layer, (AvgPool, GlobalAvgPool)):
         return _pool(p_in, p_out)
     if isinstance(layer, ActivationLayer):

@@ -40,8 +40,8 @@ class Job(wire.Job):
 
     model_config = ConfigDict(extra="allow")
 
-    spec: dict[str, Any] | None
-    summary: dict[str, Any] | None
+    spec: dict[str, Any] | None  # type: ignore[assignment]  # plain dicts, on purpose
+    summary: dict[str, Any] | None  # type: ignore[assignment]  # plain dicts, on purpose
 
     _client: Client | None = PrivateAttr(default=None)
 

@@ -76,10 +76,7 @@ bound, so the reported error (kernel_inf_quadrature_error) stays true but may ex
 def closed_form(name: str, a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor] | None:
     """(E[σ(u)σ(v)], E[σ'(u)σ'(v)]) in closed form for relu, erf, identity, quadratic; None for the others."""
     if name == "relu":
-        norm = torch.sqrt(a * b)
-        cos = torch.where(norm > 0, c / torch.where(norm > 0, norm, 1.0), 0.0).clamp(-1.0, 1.0)
-        theta = torch.arccos(cos)
-        return norm / (2 * math.pi) * (torch.sin(theta) + (math.pi - theta) * cos), (math.pi - theta) / (2 * math.pi)
+        return _arc_cosine(a, b, c)
     if name == "erf":
         pa, pb = 1 + 2 * a, 1 + 2 * b
         return (2 / math.pi) * torch.arcsin(2 * c / torch.sqrt(pa * pb)), (4 / math.pi) / torch.sqrt(pa * pb - 4 * c * c)
@@ -88,6 +85,17 @@ def closed_form(name: str, a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Ten
     if name == "quadratic":
         return (a * b + 2 * c * c) / 4, c
     return None
+
+
+def _arc_cosine(a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    """relu's closed forms with cos θ = c/√(ab) (0 where a variance is 0), in place on c-sized temporaries
+    (a layer map's largest tensors); √(ab) as one rounded product, so that ρ = 1 exactly on the diagonal."""
+    norm = (a * b).sqrt_()
+    cos = torch.div(c, norm).nan_to_num_(0.0, 0.0, 0.0).clamp_(-1.0, 1.0)  # 0/0 and c/0 -> 0
+    theta = torch.arccos(cos)
+    E = torch.sin(theta)
+    remaining = theta.neg_().add_(math.pi)  # π − θ
+    return E.addcmul_(remaining, cos).mul_(norm).mul_(1 / (2 * math.pi)), remaining.mul_(1 / (2 * math.pi))
 
 
 def closed_form_mean(name: str, a: Tensor) -> Tensor | None:

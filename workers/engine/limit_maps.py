@@ -22,6 +22,10 @@ A weight layer z = c·W h + β·b with W ~ N(0, std²), c·std = 1/√fan_in, b 
     residual   h ↦ skip(h) + s·branch(h) with branch units independent of the skip's:
                K' = K_skip + s²·K_br + s·(μ_skip ⊗ μ_br + μ_br ⊗ μ_skip),  Θ' = Θ_skip + s²·Θ_br,  μ' = μ_skip + s·μ_br
 
+The conv and closed-form activation maps work block by block of pairs (pair_blocks: each pair's
+[P, P] matrices depend on that pair alone, and the activation's on the two points' variances), so
+their temporaries stay in cache; the convolution's window sums are workers/engine/diagonal_windows.py's.
+
 The input starts as its own values (K from the data, Θ = 0); the readout is a dense layer on
 the final vector, whose K and Θ are Σ∞ and Θ∞ (the logits' limits are Σ∞ ⊗ I_O and Θ∞ ⊗ I_O).
 """
@@ -29,6 +33,7 @@ the final vector, whose K and Θ are Σ∞ and Θ∞ (the logits' limits are Σ�
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -37,6 +42,7 @@ from torch import Tensor
 
 from workers.engine import gauss_hermite
 from workers.engine.activations import hidden_activation
+from workers.engine.diagonal_windows import DiagonalWindow
 
 
 @dataclass(frozen=True)
@@ -78,34 +84,46 @@ def dense(state: Moments, *, rho: float, bias: bool, trainable: bool = True) -> 
 
 
 def conv(state: Moments, *, kernel_size: int, stride: int, padding: int, rho: float, bias: bool) -> Moments:
-    """z = c·(W ⋆ h) + b: the window average of K and Θ over the same offset δ at both positions."""
-    height, width = state.grid
-    out = ((height + 2 * padding - kernel_size) // stride + 1, (width + 2 * padding - kernel_size) // stride + 1)
-    K = _window_mean(state.K, state.grid, out, kernel_size, stride, padding)
-    Θ = _window_mean(state.Θ, state.grid, out, kernel_size, stride, padding)
-    return Moments(K + float(bias), rho * K + float(bias) + Θ, state.μ.new_zeros(state.μ.shape[0], math.prod(out)), out,
-                   gaussian=True, error=state.error)
+    """z = c·(W ⋆ h) + b: the window average of K and Θ over the same offset δ at both positions,
+    block by block of pairs (pair_blocks)."""
+    window = DiagonalWindow(state.grid, kernel_size, stride, padding)
+    n, positions = state.K.shape[0], math.prod(window.out)
+    K, Θ = state.K.new_empty(n, n, positions, positions), state.K.new_empty(n, n, positions, positions)
+    K_in, Θ_in = _pairs(state.K), _pairs(state.Θ)
+    with one_thread():
+        for block in pair_blocks(n, state.K.shape[-1] ** 2 + positions**2):
+            K_block = window.mean(K_in[block])
+            torch.add(K_block, float(bias), out=_pairs(K)[block])
+            torch.add(K_block.mul_(rho).add_(float(bias)), window.mean(Θ_in[block]), out=_pairs(Θ)[block])
+    return Moments(K, Θ, state.μ.new_zeros(state.μ.shape[0], positions), window.out, gaussian=True, error=state.error)
 
 
-def _window_mean(M: Tensor, grid, out, k: int, stride: int, padding: int) -> Tensor:
-    """(1/k²) Σ_δ M[s·p + δ − pad, s·q + δ − pad] over the k×k offsets δ, zero outside the image; [n, n, P', P']."""
-    n = M.shape[0]
-    (height, width), (oh, ow) = grid, out
-    padded = M.new_zeros(n, n, height + 2 * padding, width + 2 * padding, height + 2 * padding, width + 2 * padding)
-    inner = slice(padding, padding + height), slice(padding, padding + width)
-    padded[:, :, inner[0], inner[1], inner[0], inner[1]] = M.reshape(n, n, height, width, height, width)
-    total = M.new_zeros(n, n, oh, ow, oh, ow)
-    rows, cols = slice_of(oh, stride), slice_of(ow, stride)
-    for dy in range(k):
-        for dx in range(k):
-            r, c = rows(dy), cols(dx)
-            total += padded[:, :, r, c, r, c]
-    return (total / k**2).reshape(n, n, oh * ow, oh * ow)
+BLOCK_ENTRIES = 1 << 16
+"""Entries of one [P, P] block's worth of pairs a map works on at once: small enough that its temporaries
+stay in a core's cache (512 KiB each in float64), large enough that each torch call does real work."""
 
 
-def slice_of(size: int, stride: int):
-    """offset -> the strided slice that reads `size` outputs starting at `offset`."""
-    return lambda offset: slice(offset, offset + stride * (size - 1) + 1, stride)
+@contextmanager
+def one_thread():
+    """torch's intra-op threads at 1 for the block loops, then as before: the blocks' many small ops are
+    slower split across threads (each op waits for every thread; 10× on a loaded machine, bench)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def pair_blocks(n: int, entries_per_pair: int) -> list[slice]:
+    """Slices of the n² pairs (i, j), flattened i·n + j, holding about BLOCK_ENTRIES entries each (≥ 1 pair)."""
+    size = max(1, BLOCK_ENTRIES // entries_per_pair)
+    return [slice(start, min(start + size, n * n)) for start in range(0, n * n, size)]
+
+
+def _pairs(M: Tensor) -> Tensor:
+    """[n, n, P, P] as [n², P, P] (a view of a contiguous M, else a contiguous copy)."""
+    return M.reshape(-1, *M.shape[2:])
 
 
 def pool(state: Moments, L: Tensor, grid: tuple[int, ...]) -> Moments:
@@ -147,8 +165,28 @@ def activation(state: Moments, name: str, *, tolerance: float) -> Moments:
     if not state.gaussian:
         raise ValueError(f"activation {name!r} acts on units that are not Gaussian in the limit")
     variance = torch.einsum("iipp->ip", state.K).clamp_min(0.0)  # [n, P]
+    mean = gauss_hermite.closed_form_mean(name, variance)
+    if mean is not None:
+        return Moments(*_closed_form_blocks(name, variance, state.K, state.Θ), mean, state.grid, flat=state.flat,
+                       error=state.error)
     E, Edot, mean, error = gauss_hermite.layer_expectations(name, variance, state.K, tolerance=tolerance)
     return Moments(E, Edot * state.Θ, mean, state.grid, flat=state.flat, error=max(state.error, error))
+
+
+def _closed_form_blocks(name: str, variance: Tensor, K: Tensor, Θ: Tensor) -> tuple[Tensor, Tensor]:
+    """E[σ(u)σ(v)] and E[σ'(u)σ'(v)]·Θ [n, n, P, P] by the closed form, block by block of pairs (pair_blocks);
+    pair i·n + j has the variances [P] of points i and j."""
+    n, positions = variance.shape
+    first, second = torch.arange(n).repeat_interleave(n), torch.arange(n).repeat(n)
+    E, Θ_next = K.new_empty(K.shape), K.new_empty(K.shape)
+    K_in, Θ_in = _pairs(K), _pairs(Θ)
+    with one_thread():
+        for block in pair_blocks(n, positions**2):
+            value, slope = gauss_hermite.closed_form(name, variance[first[block], :, None], variance[second[block], None, :],
+                                                     K_in[block])
+            _pairs(E)[block] = value
+            torch.mul(slope, Θ_in[block], out=_pairs(Θ_next)[block])
+    return E, Θ_next
 
 
 def residual(skip: Moments, branch: Moments, scale: float) -> Moments:

@@ -1,0 +1,90 @@
+"""The convolution and relu maps on blocks of pairs against dense references written from the formulas.
+
+A convolution's map is (1/k²) Σ_δ U_δ M U_δᵀ with U_δ [P', P] the 0/1 matrix that reads offset δ of
+each output's window (torch's unfold of the identity, so zero padding and strides are torch's own);
+relu's is the arc-cosine kernel. Chained in the bench's relu CNN with global average pooling they
+give Θ∞ and Σ∞ by plain matrix products over the whole [n, n, P, P] tensor, the way the maps were
+computed before they ran on blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from api_schemas.spec import ModelSpec
+from workers.engine import limit_maps
+from workers.engine.diagonal_windows import DiagonalWindow
+from workers.engine.infinite_width import limit_kernels
+
+
+def window_reads(grid: tuple[int, int], k: int, stride: int, padding: int) -> torch.Tensor:
+    """U [k², P', P]: U[δ, o, p] = 1 where input p sits at offset δ of output o's window."""
+    height, width = grid
+    basis = torch.eye(height * width, dtype=torch.float64).reshape(height * width, 1, height, width)
+    columns = F.unfold(basis, k, padding=padding, stride=stride)  # [P, k², P']
+    return columns.permute(1, 2, 0)
+
+
+def reference_window_mean(M: torch.Tensor, grid, k: int, stride: int, padding: int) -> torch.Tensor:
+    U = window_reads(grid, k, stride, padding)
+    return torch.einsum("dop,...pq,deq->...oe", U, M, U) / k**2
+
+
+@pytest.mark.parametrize(("grid", "k", "stride", "padding"), [
+    ((8, 8), 3, 1, 1), ((5, 6), 3, 1, 1), ((6, 6), 5, 1, 2), ((4, 4), 1, 1, 0),  # the grid kept: masked shifts
+    ((4, 4), 3, 2, 1), ((5, 5), 2, 1, 0), ((7, 5), 3, 2, 0), ((4, 4), 1, 2, 0), ((5, 6), 3, 1, 2),  # strided slices
+])
+def test_the_window_mean_is_the_sum_of_window_reads(grid, k, stride, padding):
+    positions = math.prod(grid)
+    M = torch.randn(7, positions, positions, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    window = DiagonalWindow(grid, k, stride, padding)
+    expected = reference_window_mean(M, grid, k, stride, padding)
+    assert window.out == tuple(F.conv2d(torch.zeros(1, 1, *grid), torch.zeros(1, 1, k, k), stride=stride, padding=padding).shape[-2:])
+    torch.testing.assert_close(window.mean(M), expected, rtol=1e-14, atol=1e-14)
+
+
+def arc_cosine(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """E[relu(u) relu(v)], E[relu'(u) relu'(v)] for (u, v) ~ N(0, [[a, c], [c, b]]) (Cho & Saul 2009)."""
+    norm = torch.sqrt(a * b)
+    theta = torch.arccos((c / norm).clamp(-1, 1))
+    return norm / (2 * math.pi) * (torch.sin(theta) + (math.pi - theta) * torch.cos(theta)), (math.pi - theta) / (2 * math.pi)
+
+
+def reference_relu_cnn(x: torch.Tensor, depth: int, side: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Θ∞, Σ∞ [n, n] of `depth` × (3×3 same conv with bias, relu), global average pooling, dense readout with
+    bias, ntk parameterization (ρ = 1, β = 1), on one-channel side×side images x [n, side²]."""
+    n = x.shape[0]
+    K = torch.einsum("ip,jq->ijpq", x, x)
+    Θ = torch.zeros_like(K)
+    for _ in range(depth):
+        K = reference_window_mean(K, (side, side), 3, 1, 1) + 1
+        Θ = K + reference_window_mean(Θ, (side, side), 3, 1, 1)
+        variance = torch.einsum("iipp->ip", K)
+        E, Edot = arc_cosine(variance[:, None, :, None], variance[None, :, None, :], K)
+        K, Θ = E, Edot * Θ
+    K, Θ = K.mean((-1, -2)), Θ.mean((-1, -2))
+    assert K.shape == (n, n)
+    return K + 1 + Θ, K + 1
+
+
+@pytest.mark.parametrize("block_entries", [1, 5000, 1 << 16, 1 << 30])
+def test_the_relu_cnn_on_blocks_equals_the_dense_maps(monkeypatch, block_entries):
+    """Any block size (one pair a block, blocks that end inside a row, one block) gives the dense reference's
+    Θ∞ and Σ∞ to 1e-12: the bench's network, n = 9."""
+    monkeypatch.setattr(limit_maps, "BLOCK_ENTRIES", block_entries)
+    x = torch.randn(9, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model = ModelSpec(kind="cnn", hidden=[16] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
+    limit = limit_kernels(model, x)
+    theta, sigma = reference_relu_cnn(x, 3, 8)
+    torch.testing.assert_close(limit.ntk, theta, rtol=1e-12, atol=0)
+    torch.testing.assert_close(limit.nngp, sigma, rtol=1e-12, atol=0)
+
+
+def test_pair_blocks_cover_every_pair_once():
+    for n, per_pair in [(5, 1), (7, 5000), (64, 8192), (3, 1 << 20)]:
+        covered = torch.cat([torch.arange(n * n)[block] for block in limit_maps.pair_blocks(n, per_pair)])
+        assert covered.tolist() == list(range(n * n))

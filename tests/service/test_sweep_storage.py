@@ -92,7 +92,7 @@ def test_a_sweep_over_the_byte_cap_is_a_422_naming_the_limit_and_stores_nothing(
 def test_the_table_is_paged_in_grid_order_while_counts_and_fits_cover_every_job(client, db):
     sweep = client.post("/v1/sweeps", json=SWEEP).json()
     ids = [row["job_id"] for row in sweep["table"]]
-    for job_id, (width, seed) in zip(ids, POINTS):
+    for job_id, (width, _seed) in zip(ids, POINTS):
         db.execute(update(Job).where(Job.id == job_id).values(status="succeeded", summary={"delta_k_max": width ** -0.5}))
     db.commit()
     first = client.get(f"/v1/sweeps/{sweep['id']}", params={"limit": 4}).json()

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.server_checks import REQUIRE_SERVERS, require_postgres, require_redis
+
+REPO = Path(__file__).parent.parent
 
 
 @pytest.fixture
@@ -47,5 +51,32 @@ def test_an_unreachable_server_fails_where_servers_are_required(server, closed_p
 
 def test_services_sh_requires_the_servers():
     """make test takes its environment from scripts/services.sh: that is what makes CI fail instead of skip."""
-    script = (Path(__file__).parent.parent / "scripts" / "services.sh").read_text()
+    script = (REPO / "scripts" / "services.sh").read_text()
     assert f'echo "{REQUIRE_SERVERS}=1"' in script
+
+
+def test_tests_on_a_server_backing_are_marked_stack_at_collection():
+    """`-m "not stack"` (make test-fast) keeps the SQLite cases of database_url / live-stack tests, none on the servers."""
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not stack",
+            "tests/service/test_auth.py",
+            "tests/integration/test_claims_and_reaper.py",
+            "tests/service/test_limits.py",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    ids = [line for line in listed.splitlines() if "::" in line]
+    assert any("[sqlite" in test for test in ids), listed
+    assert not [test for test in ids if "postgres" in test or "redis" in test], listed

@@ -31,7 +31,9 @@ def written_by_a_worker(session: Session, job_id: str, **columns: Any) -> None:
 def sweep_succeeded(session: Session, sweep_id: str, summary_of: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     """Every job of the sweep succeeded, with summary_of(the job's filled spec) as its summary; committed."""
     for job in session.scalars(select(Job).where(Job.sweep_id == sweep_id)).all():
-        session.execute(update(Job).where(Job.id == job.id).values(status="succeeded", summary=summary_of(job_spec(job))))
+        session.execute(
+            update(Job).where(Job.id == job.id).values(status="succeeded", summary=summary_of(job_spec(job)))
+        )
     session.commit()
 
 

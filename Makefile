@@ -1,6 +1,8 @@
 # The README's commands. `make up`: the embedded stack (SQLite + filesystem broker) on
-# loopback; `make test`: the import-layering contracts (lint-imports), then the whole suite,
-# with PostgreSQL and Redis started by scripts/services.sh.
+# loopback; `make test` (what CI runs): the import-layering contracts (lint-imports), ruff's format
+# and lint checks, then the whole suite, with PostgreSQL and Redis started by scripts/services.sh;
+# `make test-fast`: every test not marked slow or stack, on SQLite and the filesystem broker, no
+# servers started (tests that need PostgreSQL or Redis are marked stack by tests/conftest.py).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +11,7 @@ STAMP := $(VENV)/.ntklab-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install up test bench bench-peers .venv-bench .venv-jax demo clean
+.PHONY: install up test test-fast bench bench-peers .venv-bench .venv-jax demo clean
 
 # The bench-only environments of `make bench-peers` (never the product's dependencies):
 # .venv-bench: the pinned torch, ntklab's worker extra and the peers, the peers with --no-deps
@@ -44,7 +46,12 @@ test: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \
 	$(VENV)/bin/lint-imports; \
 	$(VENV)/bin/mypy; \
+	$(VENV)/bin/ruff format --check .; \
+	$(VENV)/bin/ruff check .; \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(VENV)/bin/pytest -q -m "not slow and not stack" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \

@@ -11,12 +11,12 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
-SpecLike = Union[BaseModel, Mapping[str, Any], str, "os.PathLike[str]"]
+SpecLike = BaseModel | Mapping[str, Any] | str | os.PathLike[str]
 
 
 def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:

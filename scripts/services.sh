@@ -2,7 +2,8 @@
 # Start the servers the test suite needs: PostgreSQL (role ntklab, database ntklab_test) and
 # Redis on port 6390, plus Chromium and Firefox ESR for the browser tests. Idempotent: installs (as root, with
 # apt-get) only what is missing and starts only what is not answering. Prints the
-# environment lines the tests read.
+# environment lines the tests read, NTKLAB_REQUIRE_SERVERS=1 among them: with it an unreachable
+# server fails a test instead of skipping it (tests/server_checks.py), so CI never passes by skipping.
 set -euo pipefail
 
 REDIS_PORT="${NTKLAB_TEST_REDIS_PORT:-6390}"
@@ -69,3 +70,4 @@ start_postgres >&2
 start_redis >&2
 echo "NTKLAB_TEST_DATABASE_URL=postgresql+psycopg://ntklab:ntklab@127.0.0.1:${PG_PORT}/ntklab_test"
 echo "NTKLAB_TEST_REDIS_URL=redis://127.0.0.1:${REDIS_PORT}/0"
+echo "NTKLAB_REQUIRE_SERVERS=1"

@@ -24,6 +24,7 @@ from limits.strategies import MovingWindowRateLimiter
 from api_schemas import problems as types
 from api_schemas.problems import FieldError
 from config.settings import Settings
+from service.clock import Clock
 from service.problems import ProblemError
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,17 @@ def auth_failures_per_minute(per_minute: int) -> Window:
 
 
 class RateLimiter:
-    """Counts hits of one window per identity (a key, an address); a disabled window never refuses."""
+    """Counts hits of one window per identity (a key, an address); a disabled window never refuses.
 
-    def __init__(self, window: Window, storage: Storage, namespace: str):
+    The window's own time is its storage's (`limits` stamps hits with the wall time of the process);
+    `clock`, wall seconds, is what the Retry-After is counted from.
+    """
+
+    def __init__(self, window: Window, storage: Storage, namespace: str, clock: Clock = time.time):
         self.window = window
         self.limiter = MovingWindowRateLimiter(storage)
         self.namespace = f"{namespace}:{window.field}"
+        self.clock = clock
 
     def check(self, identity: str) -> None:
         """Count a hit; raise the 429 problem if it is over the limit."""
@@ -80,7 +86,7 @@ class RateLimiter:
             log.warning("rate limiter storage unavailable, request allowed: %s", error)
             return
         if not allowed:
-            raise _too_many(self.window, retry_after_s(reset_at))
+            raise _too_many(self.window, retry_after_s(reset_at, self.clock()))
 
 
 def make_limiters(settings: Settings) -> tuple[RateLimiter, RateLimiter]:
@@ -105,9 +111,9 @@ def _scheme(url: str) -> str:
     return url.partition("://")[0].lower()
 
 
-def retry_after_s(reset_at: float, now: float | None = None) -> int:
-    """Whole seconds until the window frees a slot, at least 1."""
-    return max(1, math.ceil(reset_at - (time.time() if now is None else now)))
+def retry_after_s(reset_at: float, now: float) -> int:
+    """Whole seconds from `now` until the window frees a slot at `reset_at` (wall seconds), at least 1."""
+    return max(1, math.ceil(reset_at - now))
 
 
 def _too_many(window: Window, retry_after: int) -> ProblemError:

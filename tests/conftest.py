@@ -1,8 +1,14 @@
 """Fixtures for the real servers: PostgreSQL, Redis, and live ntklab stacks (API + celery worker).
 
 `make test` starts PostgreSQL and Redis with scripts/services.sh and exports
-NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL. A test that asks for a server that does
-not answer fails with a message saying how to start it; nothing is skipped.
+NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL and NTKLAB_REQUIRE_SERVERS=1: there a test
+that asks for a server that does not answer fails, saying how to start it. Without
+NTKLAB_REQUIRE_SERVERS (`make test-fast`, a bare pytest) it is skipped with that reason
+(tests/server_checks.py).
+
+Tiers: every test that needs PostgreSQL or Redis is marked `stack` at collection (see
+needs_servers), so `make test-fast` (`-m "not slow and not stack"`) runs on SQLite and the
+filesystem broker alone.
 """
 
 from __future__ import annotations
@@ -15,16 +21,42 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
-from sqlalchemy.exc import OperationalError
 
 from ntklab import localstack
 from ntklab.localstack import QUICK_RECOVERY_SETTINGS, LocalStack, StackError
+from tests.server_checks import require_postgres, require_redis
 
 TEST_DATABASE_URL = os.environ.get(
     "NTKLAB_TEST_DATABASE_URL", "postgresql+psycopg://ntklab:ntklab@127.0.0.1:5432/ntklab_test"
 )
 TEST_REDIS_URL = os.environ.get("NTKLAB_TEST_REDIS_URL", "redis://127.0.0.1:6390/0")
-HOW_TO_START = "start the servers with `scripts/services.sh` (make test does) or set NTKLAB_TEST_DATABASE_URL / NTKLAB_TEST_REDIS_URL"
+
+SERVER_FIXTURES = frozenset({"postgres_server", "redis_url"})
+"""Fixtures that reach a server; a test whose fixture closure holds one needs the servers."""
+SERVER_BACKINGS = frozenset({"postgresql", "postgres+redis"})
+"""Parameter values that pick the PostgreSQL (+ Redis) backing in the database/stack fixtures, which ask
+for the server fixtures only at run time (request.getfixturevalue), out of sight of the fixture closure."""
+
+
+# --------------------------------------------------------------------------- tiers
+
+
+def needs_servers(item: pytest.Item) -> bool:
+    """Whether this test reaches PostgreSQL or Redis: through a server fixture or a server-backed parameter."""
+    if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(
+        isinstance(value, str) and value in SERVER_BACKINGS for value in callspec.params.values()
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `stack` every test that needs the servers, before `-m` selects (hence tryfirst)."""
+    for item in items:
+        if needs_servers(item):
+            item.add_marker(pytest.mark.stack)
 
 
 # --------------------------------------------------------------------------- servers
@@ -32,16 +64,8 @@ HOW_TO_START = "start the servers with `scripts/services.sh` (make test does) or
 
 @pytest.fixture(scope="session")
 def postgres_server() -> str:
-    """The URL of a reachable PostgreSQL database whose role may create databases."""
-    engine = create_engine(TEST_DATABASE_URL)
-    try:
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except OperationalError as error:
-        pytest.fail(f"PostgreSQL is not reachable at {TEST_DATABASE_URL}: {error.orig}. {HOW_TO_START}", pytrace=False)
-    finally:
-        engine.dispose()
-    return TEST_DATABASE_URL
+    """The URL of a reachable PostgreSQL database whose role may create databases (skip or fail if none)."""
+    return require_postgres(TEST_DATABASE_URL)
 
 
 @pytest.fixture(scope="module")
@@ -63,16 +87,8 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    import redis
-
-    client = redis.Redis.from_url(TEST_REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        pytest.fail(f"Redis is not reachable at {TEST_REDIS_URL}: {error}. {HOW_TO_START}", pytrace=False)
-    finally:
-        client.close()
-    return TEST_REDIS_URL
+    """The URL of a reachable Redis (skip or fail if none)."""
+    return require_redis(TEST_REDIS_URL)
 
 
 def migrate(database_url: str) -> None:

@@ -25,6 +25,7 @@ holds a database connection (service/uploads.py, service/body_timing.py).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from starlette.datastructures import Headers
 from api_schemas import problems as types
 from api_schemas.problems import Problem
 from config.settings import Settings
+from service.clock import Clock
 from service.problems import ProblemError
 from service.rate_limit import RateLimiter
 from store import api_keys
@@ -68,10 +70,12 @@ MAX_REMEMBERED_KEYS = 10_000
 
 
 class KeyCache:
-    """Valid keys' callers by the digest of their secret, each kept `ttl_s` (thread-safe)."""
+    """Valid keys' callers by the digest of their secret, each kept `ttl_s` seconds of `clock` (thread-safe)."""
 
-    def __init__(self, ttl_s: float):
-        self._callers: TTLCache[str, Caller] | None = TTLCache(MAX_REMEMBERED_KEYS, ttl_s) if ttl_s > 0 else None
+    def __init__(self, ttl_s: float, clock: Clock = time.monotonic):
+        self._callers: TTLCache[str, Caller] | None = (
+            TTLCache(MAX_REMEMBERED_KEYS, ttl_s, timer=clock) if ttl_s > 0 else None
+        )
         self._lock = threading.Lock()
 
     def get(self, digest: str) -> Caller | None:

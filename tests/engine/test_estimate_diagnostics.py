@@ -50,6 +50,7 @@ PEAK_SPECS = {
 }
 
 
+@pytest.mark.slow  # a fresh process per case measuring its peak RSS (0.4–0.9 GB): 70–110 s each on a loaded 2-core machine
 @pytest.mark.parametrize("name", sorted(PEAK_SPECS))
 def test_a_new_diagnostic_term_bounds_the_memory_it_adds(name):
     field, spec = PEAK_SPECS[name]

@@ -98,6 +98,7 @@ def measured_growth(spec: dict) -> int:
     return json.loads(answer.stdout.strip().splitlines()[-1])["growth"]
 
 
+@pytest.mark.slow  # a fresh process per case measuring its peak RSS: 25–80 s each on a loaded 2-core machine
 @pytest.mark.parametrize("name", sorted(PEAK_SPECS))
 def test_the_estimate_is_within_twice_the_measured_peak(name):
     spec = JobSpec.model_validate(PEAK_SPECS[name])

@@ -38,7 +38,10 @@ def test_builtin_and_graph_have_the_same_weights_function_and_kernel(name, param
     assert len(weights) == len(list(graph.parameters()))
     for a, b in zip(weights, graph.parameters()):
         assert torch.equal(a, b) and a.requires_grad == b.requires_grad
-    scaled = lambda net: [m.weight_multiplier for m in net.modules() if hasattr(m, "weight_multiplier")]
+
+    def scaled(net):
+        return [m.weight_multiplier for m in net.modules() if hasattr(m, "weight_multiplier")]
+
     assert scaled(builtin) == scaled(graph)
     x = torch.randn(5, *shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(graph.outputs(x), builtin.outputs(x), rtol=0, atol=0)

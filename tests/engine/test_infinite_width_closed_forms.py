@@ -181,12 +181,18 @@ SMOOTH = {
 
 def reference(g, a: float, b: float, rho: float) -> float:
     """E[g(u) g(v)] by nested adaptive quadrature (a 1-D one at ρ = ±1)."""
-    density = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+    def density(z):
+        return math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
     options = dict(epsabs=1e-14, epsrel=1e-13, limit=200)
     if abs(rho) == 1.0:
         return integrate.quad(lambda z: density(z) * g(math.sqrt(a) * z) * g(rho * math.sqrt(b) * z), -12, 12, points=[0], **options)[0]
     s = math.sqrt(1 - rho * rho)
-    inner = lambda z1: integrate.quad(lambda z2: density(z2) * g(math.sqrt(b) * (rho * z1 + s * z2)), -12, 12, **options)[0]
+
+    def inner(z1):
+        return integrate.quad(lambda z2: density(z2) * g(math.sqrt(b) * (rho * z1 + s * z2)), -12, 12, **options)[0]
+
     return integrate.quad(lambda z1: density(z1) * g(math.sqrt(a) * z1) * inner(z1), -12, 12, points=[0], **options)[0]
 
 

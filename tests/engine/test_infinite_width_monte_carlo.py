@@ -109,7 +109,10 @@ def test_one_network_s_distance_at_init_falls_like_m_to_the_minus_half():
     width is fitted) has slope −½ in the width."""
     x = points(6, (4,))
     widths = [64, 128, 256, 512, 1024]
-    model = lambda m: ModelSpec(hidden=[m], activation="tanh", output_dim=1)
+
+    def model(m):
+        return ModelSpec(hidden=[m], activation="tanh", output_dim=1)
+
     theta = limit_kernels(model(1), x).ntk  # under ntk Θ∞ does not depend on the width
     distances = [np.mean([kernel_inf_distance(empirical(model(m), x, seed), theta) for seed in range(6)]) for m in widths]
     assert -0.6 <= slope(widths, distances) <= -0.4, distances

@@ -84,7 +84,10 @@ def test_the_split_norms_and_the_kernel_lambda_min_match_dense_eigenvalues(case)
     H, G, R, J, _ = dense_split(net, x, y, loss)
     p = H.shape[0]
     split = loss_hessian_split(net, x, y, loss, iterations=p, tolerance=0.0)
-    dense_norm = lambda A: float(torch.linalg.eigvalsh(A).abs().max())
+
+    def dense_norm(A):
+        return float(torch.linalg.eigvalsh(A).abs().max())
+
     assert split.norm == pytest.approx(dense_norm(H), rel=1e-8)
     assert split.gauss_newton_norm == pytest.approx(dense_norm(G), rel=1e-8)
     assert split.rest_norm == pytest.approx(dense_norm(R), rel=1e-8)

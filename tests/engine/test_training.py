@@ -126,7 +126,7 @@ def swish_max_slope() -> float:
 def test_auto_lr_is_one_over_the_top_eigenvalue_of_the_gauss_newton_hessian():
     spec, data, net = setup()
     net = net.double()
-    x, y = data.x_train.double(), data.y_train.double()
+    x = data.x_train.double()
     lam = kernel_spectrum(tangent_kernel(net, x, method="jacobian", of="logits"))[1]
     lr = auto_lr(lam, len(x), head="identity", loss="mse")
     params = dict(net.named_parameters())

@@ -1,7 +1,8 @@
 """Fixtures for the API tests: every test gets a fresh database made by `alembic upgrade head`.
 
 `database_url` runs each test twice: on a SQLite file and on a PostgreSQL database (from
-NTKLAB_TEST_DATABASE_URL; unreachable PostgreSQL fails the test, see tests/conftest.py).
+NTKLAB_TEST_DATABASE_URL; unreachable PostgreSQL fails the test under `make test` and skips it
+elsewhere, see tests/server_checks.py).
 A migrated template is made once per session and copied per test (file copy for SQLite,
 CREATE DATABASE … TEMPLATE for PostgreSQL), so every test starts from an empty schema.
 The broker is the embedded filesystem transport in the test's tmp_path.

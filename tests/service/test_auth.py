@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import time
 
 import pytest
 from sqlalchemy import select, update
 
+from service.api.auth import KeyCache
 from store import api_keys
 from store.models import ApiKey, Job, MetricChunk, Sweep
+from tests.fake_clock import FakeClock
 from tests.stored_artifacts import add_artifact
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
@@ -97,16 +98,18 @@ def test_no_key_a_wrong_key_and_a_revoked_key_are_401(client_with):
 
 
 def test_a_remembered_key_is_looked_up_again_after_auth_cache_s(client_with):
-    """Within auth_cache_s a process answers a revoked key from memory; after it, 401."""
+    """Within auth_cache_s a process answers a revoked key from memory; after it, 401 (on a clock the test advances)."""
     cache_s = 2.0
     secured = client_with(auth="on", auth_cache_s=cache_s)
+    clock = FakeClock()
+    secured.app.state.key_cache = KeyCache(cache_s, clock=clock)
     headers = new_key(secured, "alice")
     assert secured.get("/v1/jobs", headers=headers).status_code == 200
     with secured.app.state.sessions() as session:
         key_id = api_keys.find_active(session, headers["X-API-Key"]).id
         api_keys.revoke(session, key_id)
     assert secured.get("/v1/jobs", headers=headers).status_code == 200, "remembered for auth_cache_s"
-    time.sleep(cache_s + 0.1)
+    clock.advance(cache_s + 0.1)
     assert_unauthorized(secured.get("/v1/jobs", headers=headers))
 
 

@@ -10,11 +10,12 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from store.job_store import JobStore
 from store.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
 from tests.stored_artifacts import add_artifact
+from tests.worker_writes import written_by_a_worker
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 SMALL_PARAMETERS = (4 * 8 + 8) + (8 * 2 + 2)  # d=4 → 8 hidden (+bias) → O=2 one-hot classes (+bias)
@@ -24,11 +25,6 @@ def submit(client, body=None, **headers):
     answer = client.post("/v1/jobs", json=SMALL if body is None else body, headers=headers)
     assert answer.status_code == 202, answer.text
     return answer.json()
-
-
-def set_job(db, job_id: str, **values) -> None:
-    db.execute(update(Job).where(Job.id == job_id).values(**values))
-    db.commit()
 
 
 # --------------------------------------------------------------------------- create and retrieve
@@ -57,7 +53,7 @@ def test_create_answers_202_with_location_and_stores_the_filled_spec(client, app
 def test_retrieve_shows_what_the_worker_wrote(client, db):
     job = submit(client)
     started = utcnow()
-    set_job(
+    written_by_a_worker(
         db, job["id"], status="succeeded", attempts=2, device="cpu", progress_step=5000, progress_phase="succeeded",
         progress_eta_s=0.0, summary={"final_loss": 1e-4, "converged": True, "outcome": "converged"},
         started_at=started, finished_at=started,
@@ -101,14 +97,14 @@ def test_paging_visits_every_job_once_with_each_filter(client, db):
            for i in range(23)]
     newest_first = ids[::-1]
     for i in (1, 4, 7, 10):
-        set_job(db, ids[i], status="running")
+        written_by_a_worker(db, ids[i], status="running")
     for i in (2, 3, 9, 12, 15):
-        set_job(db, ids[i], status="succeeded")
+        written_by_a_worker(db, ids[i], status="succeeded")
     sweep = Sweep(spec={"grid": {}})
     db.add(sweep)
     db.commit()
     for i in (0, 5, 6):
-        set_job(db, ids[i], sweep_id=sweep.id)
+        written_by_a_worker(db, ids[i], sweep_id=sweep.id)
     status = {job_id: db.scalar(select(Job.status).where(Job.id == job_id)) for job_id in ids}
 
     cases = [
@@ -190,7 +186,7 @@ def test_cancel_a_queued_job_cancels_it_at_once(client):
 
 def test_cancel_a_running_job_sets_the_flag_the_worker_reads(client, db):
     job = submit(client)
-    set_job(db, job["id"], status="running", attempts=1)
+    written_by_a_worker(db, job["id"], status="running", attempts=1)
     answer = client.post(f"/v1/jobs/{job['id']}/cancel")
     assert answer.status_code == 202
     assert answer.json()["status"] == "running" and answer.json()["cancel_requested"] is True
@@ -221,7 +217,7 @@ def test_a_job_nobody_cancelled_has_no_cancel_outcome(client):
 @pytest.mark.parametrize("status", ["succeeded", "failed"])
 def test_cancel_a_finished_job_is_a_409(client, db, status):
     job = submit(client)
-    set_job(db, job["id"], status=status)
+    written_by_a_worker(db, job["id"], status=status)
     answer = client.post(f"/v1/jobs/{job['id']}/cancel")
     assert answer.status_code == 409
     assert answer.json()["type"] == "urn:ntklab:problem:invalid-state"
@@ -231,9 +227,9 @@ def test_cancel_a_finished_job_is_a_409(client, db, status):
 def test_delete_only_finished_jobs_and_everything_they_own(client, db):
     job = submit(client, SMALL | {"tags": ["t"]})
     assert client.delete(f"/v1/jobs/{job['id']}").status_code == 409
-    set_job(db, job["id"], status="running")
+    written_by_a_worker(db, job["id"], status="running")
     assert client.delete(f"/v1/jobs/{job['id']}").status_code == 409
-    set_job(db, job["id"], status="succeeded")
+    written_by_a_worker(db, job["id"], status="succeeded")
     db.add(MetricChunk(job_id=job["id"], name="loss", chunk=0, steps=[0], values=[1.0]))
     add_artifact(db, job["id"], "a.json", "application/json", b"{}")
     db.commit()

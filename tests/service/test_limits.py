@@ -9,9 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, select
 
-from service.rate_limit import retry_after_s
+from service.problems import ProblemError
+from service.rate_limit import RateLimiter, requests_per_second, retry_after_s, storage_for
 from store import api_keys
 from store.models import Job
+from tests.fake_clock import FakeClock
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 SWEEP = {"base": {"model": {"hidden": [8]}, "training": {"max_steps": 5}}, "grid": {"seed": [0, 1]}}
@@ -96,6 +98,16 @@ def test_api_processes_on_one_redis_share_each_keys_window(client_with, redis_ur
     assert_rate_limited(first.get("/v1/jobs", headers=alice), 3)
     wait_for_the_window()
     assert second.get("/v1/jobs", headers=alice).status_code == 200
+
+
+def test_the_retry_after_is_counted_from_the_limiters_clock():
+    """The window frees its slot 1 s after the hit; on a clock 5.5 s behind, that is 6.5 s away: a Retry-After of 7."""
+    clock = FakeClock(start=time.time() - 5.5)
+    limiter = RateLimiter(requests_per_second(1), storage_for("filesystem://"), "test-clock", clock=clock)
+    limiter.check("alice")
+    with pytest.raises(ProblemError) as refused:
+        limiter.check("alice")
+    assert refused.value.headers["Retry-After"] == "7"
 
 
 def test_retry_after_rounds_up_to_whole_seconds():

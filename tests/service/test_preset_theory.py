@@ -6,15 +6,13 @@ from __future__ import annotations
 import io
 
 import pytest
-from sqlalchemy import select, update
 
 from analysis.labels import group_label
 from analysis.sweep_table import get_path
 from ntklab.resources.sweeps import Sweep
 from service.grid import expand_grid
 from service.presets import PRESETS
-from store.models import Job
-from store.sweep_specs import job_spec
+from tests.worker_writes import sweep_succeeded
 
 THEORY_SLOPES = {"linear head": -0.5, "softmax head": 0.0, "swish head": 0.0}  # the paper's Figure 1 (left)
 
@@ -42,12 +40,12 @@ def test_the_presets_list_shows_each_presets_theory(client):
 
 def _finish_fig1(db, sweep_id: str) -> None:
     """What workers would write: ΔK = width^-1 with a linear head, 0.9 with the others."""
-    for job in db.scalars(select(Job).where(Job.sweep_id == sweep_id)):
-        spec = job_spec(job)
+
+    def summary(spec: dict) -> dict:
         width, head = spec["model"]["hidden"][0], spec["model"]["output_activation"]
-        value = width**-1.0 if head == "identity" else 0.9
-        db.execute(update(Job).where(Job.id == job.id).values(status="succeeded", summary={"delta_k_max": value}))
-    db.commit()
+        return {"delta_k_max": width**-1.0 if head == "identity" else 0.9}
+
+    sweep_succeeded(db, sweep_id, summary)
 
 
 def test_a_preset_sweeps_fits_carry_their_groups_theory_slope_and_labels(client, db):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from alembic import command
 from fastapi.testclient import TestClient
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text
 
 from api_schemas.spec import JobSpec
 from service.app import create_app
@@ -17,6 +17,7 @@ from store.job_store import JobStore
 from store.models import Job, Sweep
 from tests.service.conftest import make_settings
 from tests.upload_files import npz
+from tests.worker_writes import written_by_a_worker
 
 INLINE = {"kind": "inline", "x": [[i / 4, (i % 3) / 2] for i in range(24)], "y": [float(i % 2) for i in range(24)]}
 WIDTHS, SEEDS = (8, 16), (0, 1, 2)
@@ -92,9 +93,8 @@ def test_a_sweep_over_the_byte_cap_is_a_422_naming_the_limit_and_stores_nothing(
 def test_the_table_is_paged_in_grid_order_while_counts_and_fits_cover_every_job(client, db):
     sweep = client.post("/v1/sweeps", json=SWEEP).json()
     ids = [row["job_id"] for row in sweep["table"]]
-    for job_id, (width, seed) in zip(ids, POINTS):
-        db.execute(update(Job).where(Job.id == job_id).values(status="succeeded", summary={"delta_k_max": width ** -0.5}))
-    db.commit()
+    for job_id, (width, _seed) in zip(ids, POINTS):
+        written_by_a_worker(db, job_id, status="succeeded", summary={"delta_k_max": width ** -0.5})
     first = client.get(f"/v1/sweeps/{sweep['id']}", params={"limit": 4}).json()
     second = client.get(f"/v1/sweeps/{sweep['id']}", params={"limit": 4, "after": first["next"]}).json()
     assert (len(first["table"]), first["has_more"], len(second["table"]), second["has_more"], second["next"]) == (4, True, 2, False, None)

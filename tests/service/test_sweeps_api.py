@@ -1,12 +1,12 @@
 """Sweeps and presets through the API: expansion, one transaction, derived status, fits, plot, cancel."""
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from service.grid import grid_size
 from service.presets import PRESETS
 from store.models import Job
-from store.sweep_specs import job_spec
+from tests.worker_writes import sweep_succeeded, written_by_a_worker
 
 SWEEP = {
     "name": "mini",
@@ -17,12 +17,11 @@ SWEEP = {
 
 
 def _finish(db, sweep_id: str, slope_by_head: dict[str, float]) -> None:
-    for job in db.scalars(select(Job).where(Job.sweep_id == sweep_id)):
-        spec = job_spec(job)
+    def summary(spec: dict) -> dict:
         width, head, seed = spec["model"]["hidden"][0], spec["model"]["output_activation"], spec["seed"]
-        value = 3.0 * width ** slope_by_head[head] * (1.05 if seed else 0.95)
-        db.execute(update(Job).where(Job.id == job.id).values(status="succeeded", summary={"delta_k_max": value}))
-    db.commit()
+        return {"delta_k_max": 3.0 * width ** slope_by_head[head] * (1.05 if seed else 0.95)}
+
+    sweep_succeeded(db, sweep_id, summary)
 
 
 def test_sweep_makes_one_queued_job_per_grid_point_and_publishes_them(client, app):
@@ -73,13 +72,11 @@ def test_a_width_fit_in_standard_parameterization_at_a_fixed_lr_carries_the_regi
 def test_cancel_ends_queued_jobs_and_flags_running_ones(client, db):
     sweep = client.post("/v1/sweeps", json=SWEEP).json()
     first = sweep["table"][0]["job_id"]
-    db.execute(update(Job).where(Job.id == first).values(status="running"))
-    db.commit()
+    written_by_a_worker(db, first, status="running")
     cancelled = client.post(f"/v1/sweeps/{sweep['id']}/cancel").json()
     assert cancelled["counts"]["cancelled"] == 11 and cancelled["counts"]["running"] == 1
     assert client.get(f"/v1/jobs/{first}").json()["cancel_requested"] is True
-    db.execute(update(Job).where(Job.id == first).values(status="cancelled"))
-    db.commit()
+    written_by_a_worker(db, first, status="cancelled")
     assert client.get(f"/v1/sweeps/{sweep['id']}").json()["status"] == "cancelled"
 
 

@@ -12,12 +12,13 @@ from collections import Counter
 
 import pytest
 from alembic import command
-from sqlalchemy import literal, select, text, update
+from sqlalchemy import literal, select, text
 
 from analysis.sweep_table import derive_status
 from store import api_keys, sweeps_repo
 from store.db import make_engine
 from store.models import JOB_STATUSES, Job
+from tests.worker_writes import written_by_a_worker
 
 SWEEP_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "partial")
 
@@ -53,8 +54,7 @@ def listed(client, headers: dict | None = None, **params) -> list[dict]:
 def set_job_statuses(db, sweep_id: str, statuses: list[str]) -> None:
     jobs = db.scalars(select(Job.id).where(Job.sweep_id == sweep_id).order_by(Job.seq)).all()
     for job_id, status in zip(jobs, statuses, strict=True):
-        db.execute(update(Job).where(Job.id == job_id).values(status=status))
-    db.commit()
+        written_by_a_worker(db, job_id, status=status)
 
 
 def test_pages_list_every_sweep_once_newest_first_with_its_counts(client):

@@ -18,11 +18,12 @@ import httpx
 import numpy as np
 import pytest
 import uvicorn
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from service.app import create_app
 from store.models import Dataset, Job, Sweep
 from tests.upload_files import npz
+from tests.worker_writes import sweep_succeeded
 
 PROBLEM = "application/problem+json"
 JSON = {"content-type": "application/json"}
@@ -151,10 +152,7 @@ def test_any_valid_unicode_is_stored_and_read_back_as_sent(client):
 
 def finish_sweep_jobs(client, db, sweep_id: str, y: str) -> None:
     """What a worker would write: every job succeeded, with summary[y] = 1/width."""
-    for listed in client.get("/v1/jobs", params={"sweep_id": sweep_id, "limit": 100}).json()["data"]:
-        width = client.get(f"/v1/jobs/{listed['id']}").json()["spec"]["model"]["hidden"][0]
-        db.execute(update(Job).where(Job.id == listed["id"]).values(status="succeeded", summary={y: 1.0 / width}))
-    db.commit()
+    sweep_succeeded(db, sweep_id, lambda spec: {y: 1.0 / spec["model"]["hidden"][0]})
 
 
 @pytest.mark.parametrize("fmt", ["png", "svg"])

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENT_COMMANDS = {"submit", "estimate", "status", "wait", "metrics", "artifact", "cancel", "list", "sweep", "preset",
                    "presets", "sweeps"}
 SERVER_COMMANDS = {"run", "up", "migrate", "worker", "keys"}
-CLIENT_CONTRACT = "The client (the SDK and the client's commands; pip install ntklab) needs no server part"
+CLIENT_CONTRACT = "The SDK needs no server part"
 
 
 def _commands(app: typer.Typer) -> dict:

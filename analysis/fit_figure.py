@@ -95,8 +95,14 @@ def draw_fit(axes: Any, fit: FitResult) -> None:
     if fit.theory_slope is not None:
         centre = float(np.exp(np.log(xs).mean()))
         through = np.exp(fit.intercept) * centre**fit.slope
-        axes.plot(grid, through * (grid / centre) ** fit.theory_slope, "--", color=colour, alpha=0.7,
-                  label=f"{fit_name(fit)}: theory slope {fit.theory_slope:+.2f}")
+        axes.plot(
+            grid,
+            through * (grid / centre) ** fit.theory_slope,
+            "--",
+            color=colour,
+            alpha=0.7,
+            label=f"{fit_name(fit)}: theory slope {fit.theory_slope:+.2f}",
+        )
 
 
 def fit_name(fit: FitResult) -> str:

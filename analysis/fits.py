@@ -52,7 +52,9 @@ def average_repeats(xs: list[float], ys: list[float]) -> list[AveragedPoint]:
     points = []
     for x in sorted(groups):
         values = np.asarray(groups[x])
-        points.append(AveragedPoint(x, float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0, len(values)))
+        points.append(
+            AveragedPoint(x, float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0, len(values))
+        )
     return points
 
 

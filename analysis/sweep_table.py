@@ -110,7 +110,9 @@ def _fit_result(group_fit: GroupFit, x_label: str, y_label: str) -> FitResult:
         slope_high=None if result is None else result.slope_high,
         intercept=None if result is None else result.intercept,
         r_squared=None if result is None else result.r_squared,
-        points=[] if result is None else [FitPoint(x=p.x, y_mean=p.y_mean, y_std=p.y_std, runs=p.runs) for p in result.points],
+        points=[]
+        if result is None
+        else [FitPoint(x=p.x, y_mean=p.y_mean, y_std=p.y_std, runs=p.runs) for p in result.points],
         verdict=describe(group_fit),
         warnings=group_fit.warnings,
         group_label=label,
@@ -132,8 +134,17 @@ def table(sweep_spec: dict, jobs: Iterable[Any]) -> list[SweepRow]:
     """One row per job (anything with id, status, spec, summary and, once finished, warnings), showing the
     `table_paths` of the sweep; a job without warnings (unfinished, or none given) shows none."""
     paths = table_paths(sweep_spec)
-    return [SweepRow(job.id, job.status, {path: get_path(job.spec, path) for path in paths}, job.spec,
-                     job.summary or {}, getattr(job, "warnings", None) or []) for job in jobs]
+    return [
+        SweepRow(
+            job.id,
+            job.status,
+            {path: get_path(job.spec, path) for path in paths},
+            job.spec,
+            job.summary or {},
+            getattr(job, "warnings", None) or [],
+        )
+        for job in jobs
+    ]
 
 
 def derive_status(counts: Counter, cancel_requested: bool) -> str:

@@ -55,12 +55,16 @@ def standard_fixed_lr(points: Sequence[Point], x: str, y: str, widths: Sequence[
         return []
     job_ids = [point.job_id for point in points if any(point.job_id in jobs for jobs in flagged.values())]
     lrs = sorted(flagged)
-    return [RunWarning(
-        code=STANDARD_FIXED_LR,
-        message=(f"{len(job_ids)} of {len(points)} points: this fit compares widths ({x}) in standard parameterization at a "
-                 f"fixed training.lr = {', '.join(f'{lr:g}' for lr in lrs)}. The paper's regime is the NTK "
-                 "parameterization, or an lr scaled with width (lr \"auto\"): under standard parameterization the "
-                 "tangent kernel grows like the width, so a fixed lr is an effective step that grows with width, "
-                 "and ΔK need not fall with width"),
-        values={"points": len(job_ids), "of": len(points), "job_ids": job_ids, "x": x, "lr": lrs},
-    )]
+    return [
+        RunWarning(
+            code=STANDARD_FIXED_LR,
+            message=(
+                f"{len(job_ids)} of {len(points)} points: this fit compares widths ({x}) in standard parameterization at a "
+                f"fixed training.lr = {', '.join(f'{lr:g}' for lr in lrs)}. The paper's regime is the NTK "
+                'parameterization, or an lr scaled with width (lr "auto"): under standard parameterization the '
+                "tangent kernel grows like the width, so a fixed lr is an effective step that grows with width, "
+                "and ΔK need not fall with width"
+            ),
+            values={"points": len(job_ids), "of": len(points), "job_ids": job_ids, "x": x, "lr": lrs},
+        )
+    ]

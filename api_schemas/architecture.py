@@ -103,9 +103,7 @@ def count_parameters(model: ModelSpec, input_shape: tuple[int, ...]) -> int:
 
 def _plan_mlp(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
     sizes = [math.prod(input_shape), *model.hidden]
-    hidden = tuple(
-        LayerPlan(sizes[l], sizes[l + 1], act) for l, act in enumerate(model.activations())
-    )
+    hidden = tuple(LayerPlan(sizes[l], sizes[l + 1], act) for l, act in enumerate(model.activations()))
     return NetworkPlan(hidden, LayerPlan(sizes[-1], model.output_dim, None), None, None)
 
 

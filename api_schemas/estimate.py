@@ -193,9 +193,15 @@ class Estimate:
         flops = {term.name: term.value for term in self.work}
         per_op = self.rates.seconds_per_op
         rate = {term.name: self.rates.flops_per_s / MEMORY_BOUND_SLOWDOWN.get(term.name, 1) for term in self.ops}
-        return tuple(Term(term.name, flops.get(term.name, 0.0) / rate[term.name] + term.value * per_op,
-                          f"{flops.get(term.name, 0.0):.3g} FLOPs at {rate[term.name]:.3g} FLOP/s + {term.value:.3g} "
-                          f"operations at {per_op:.3g} s ({term.what})") for term in self.ops)
+        return tuple(
+            Term(
+                term.name,
+                flops.get(term.name, 0.0) / rate[term.name] + term.value * per_op,
+                f"{flops.get(term.name, 0.0):.3g} FLOPs at {rate[term.name]:.3g} FLOP/s + {term.value:.3g} "
+                f"operations at {per_op:.3g} s ({term.what})",
+            )
+            for term in self.ops
+        )
 
     @property
     def seconds(self) -> float:
@@ -243,7 +249,9 @@ def estimate_job(spec: JobSpec, rates: TimeRates = TimeRates()) -> Estimate:
     prof = forward_profile(spec)
     sizes = _sizes(spec, prof)
     kernel_method, kernel_cost = _kernel_cost(spec, prof, sizes, sizes.probe)
-    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_memory(spec, prof, sizes)
+    memory = _memory_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_memory(
+        spec, prof, sizes
+    )
     work = _work_terms(spec, prof, sizes, kernel_method, kernel_cost) + _limit_and_curvature_work(spec, prof, sizes)
     ops = _dispatch_terms(spec, prof, sizes, kernel_method)
     return Estimate(_peak(spec, prof, sizes, memory), float(sum(term.value for term in work)), memory, work, ops, rates)
@@ -257,8 +265,13 @@ def _sizes(spec: JobSpec, prof: ForwardProfile) -> _Sizes:
     steps = training.max_steps
     scheduled = min(kernel.log_points(steps), steps) if kernel.schedule == "log" else steps // kernel.every
     return _Sizes(
-        n=n, batch=training.batch_size if minibatch else n, probe=spec.probe_n(), outputs=prof.outputs,
-        heads=2 if spec.model.output_activation != "identity" else 1, itemsize=ITEMSIZE[spec.dtype], steps=steps,
+        n=n,
+        batch=training.batch_size if minibatch else n,
+        probe=spec.probe_n(),
+        outputs=prof.outputs,
+        heads=2 if spec.model.output_activation != "identity" else 1,
+        itemsize=ITEMSIZE[spec.dtype],
+        steps=steps,
         runs=1 + scheduled + 1,
     )
 
@@ -282,28 +295,51 @@ def _memory_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, c
     state = OPTIMIZER_STATE[spec.training.optimizer]
     lanczos = 8 * prof.trainable * (hessian.iterations + 2) + 4 * b * prof.trainable if hessian else 0
     return (
-        Term("data", GENERATION_COPIES * 8 * s.n * (d + O),
-             f"2·8·n·(d + O): {s.n} points × ({d} inputs + {O} targets), two float64 copies while they are made"),
-        Term("weights", b * (prof.parameters * weight_copies + prof.trainable * (2 + state)),
-             f"b·(P·{weight_copies} + p·{2 + state}): {prof.parameters} weights, w₀, gradients"
-             f"{', optimiser state' if state else ''}{', weight artifacts' if diagnostics.save_weights else ''}"),
-        Term("constants", prof.constants(b),
-             f"the ONNX model's constant subgraphs, folded once at conversion: {prof.constant_bytes} bytes with floats at "
-             f"8 bytes, {prof.constant_elements} of their elements floats at {b}"
-             if prof.constant_bytes else "no folded constants"),
-        Term("activations", b * (s.batch * prof.saved + prof.fixed_saved + 2 * s.n * prof.largest),
-             f"b·(B·a + a_fix + 2·n·ℓ): a training step on B = {s.batch} examples saving a = {prof.saved} activations each, "
-             f"the widest representation ℓ = {prof.largest}"
-             + (f", and a_fix = {prof.fixed_saved} elements of the nodes run once per pass" if prof.fixed_saved else "")),
-        Term("kernel", b * rows**2 * kernel_matrices + FLOAT64_KERNEL_COPIES * 8 * rows**2,
-             f"{kernel_matrices} matrices of (n_p·O)² = {rows}² entries (kernels, Gram factors, artifacts) "
-             "and the float64 copies of a spectrum"),
-        Term("cotangents", max(0.0, cost.peak - b * rows**2),
-             f"the {method} kernel method's working set on {s.probe} probe points × {O} outputs"),
-        Term("lanczos", lanczos,
-             f"8·p·(iterations + 2) + 4·b·p: the float64 Lanczos basis of {hessian.iterations} vectors of p = "
-             f"{prof.trainable} weights, and the HVP's vectors"
-             if hessian else "no Hessian"),
+        Term(
+            "data",
+            GENERATION_COPIES * 8 * s.n * (d + O),
+            f"2·8·n·(d + O): {s.n} points × ({d} inputs + {O} targets), two float64 copies while they are made",
+        ),
+        Term(
+            "weights",
+            b * (prof.parameters * weight_copies + prof.trainable * (2 + state)),
+            f"b·(P·{weight_copies} + p·{2 + state}): {prof.parameters} weights, w₀, gradients"
+            f"{', optimiser state' if state else ''}{', weight artifacts' if diagnostics.save_weights else ''}",
+        ),
+        Term(
+            "constants",
+            prof.constants(b),
+            f"the ONNX model's constant subgraphs, folded once at conversion: {prof.constant_bytes} bytes with floats at "
+            f"8 bytes, {prof.constant_elements} of their elements floats at {b}"
+            if prof.constant_bytes
+            else "no folded constants",
+        ),
+        Term(
+            "activations",
+            b * (s.batch * prof.saved + prof.fixed_saved + 2 * s.n * prof.largest),
+            f"b·(B·a + a_fix + 2·n·ℓ): a training step on B = {s.batch} examples saving a = {prof.saved} activations each, "
+            f"the widest representation ℓ = {prof.largest}"
+            + (f", and a_fix = {prof.fixed_saved} elements of the nodes run once per pass" if prof.fixed_saved else ""),
+        ),
+        Term(
+            "kernel",
+            b * rows**2 * kernel_matrices + FLOAT64_KERNEL_COPIES * 8 * rows**2,
+            f"{kernel_matrices} matrices of (n_p·O)² = {rows}² entries (kernels, Gram factors, artifacts) "
+            "and the float64 copies of a spectrum",
+        ),
+        Term(
+            "cotangents",
+            max(0.0, cost.peak - b * rows**2),
+            f"the {method} kernel method's working set on {s.probe} probe points × {O} outputs",
+        ),
+        Term(
+            "lanczos",
+            lanczos,
+            f"8·p·(iterations + 2) + 4·b·p: the float64 Lanczos basis of {hessian.iterations} vectors of p = "
+            f"{prof.trainable} weights, and the HVP's vectors"
+            if hessian
+            else "no Hessian",
+        ),
     )
 
 
@@ -325,19 +361,31 @@ def _limit_and_curvature_memory(spec: JobSpec, prof: ForwardProfile, s: _Sizes) 
         kernel = _kernel_cost(spec, prof, s, s.n)[1].peak + FLOAT64_KERNEL_COPIES * 8 * rows**2
         split = 3 * b * p + b * s.n * (a + O) + max(basis, kernel)
     return (
-        Term("infinite_width", limit,
-             f"8·n_p²·{live}: the layer maps' [n_p, n_p, P, P] float64 moments at the largest map, "
-             f"n_p = {s.probe} (api_schemas/limit_cost.py), and 3 float64 (n_p·O)² copies of the distance"
-             if limit else "no infinite-width kernels"),
-        Term("spectrum", spectrum,
-             f"min(probes, budget)·(8·p·(lanczos_steps + 6) + 3·b·N·a) + 6·b·p: the probes run together, each with "
-             f"its float64 Lanczos basis and start of p = {p} weights and an HVP's graph over "
-             f"N = {_spectrum_points(spec, s)} points, and the HVP's vectors"
-             if spectrum else "no Hessian spectrum"),
-        Term("loss_hessian", split,
-             f"3·b·p + b·n·(a + O) + max(8·p·(iterations + 2) + 3·b·n·a, kernel): the three operators over "
-             f"n = {s.n} training points, a Lanczos norm, and the tangent kernel of n·O = {rows} rows with its eigvalsh"
-             if split else "no loss-Hessian split"),
+        Term(
+            "infinite_width",
+            limit,
+            f"8·n_p²·{live}: the layer maps' [n_p, n_p, P, P] float64 moments at the largest map, "
+            f"n_p = {s.probe} (api_schemas/limit_cost.py), and 3 float64 (n_p·O)² copies of the distance"
+            if limit
+            else "no infinite-width kernels",
+        ),
+        Term(
+            "spectrum",
+            spectrum,
+            f"min(probes, budget)·(8·p·(lanczos_steps + 6) + 3·b·N·a) + 6·b·p: the probes run together, each with "
+            f"its float64 Lanczos basis and start of p = {p} weights and an HVP's graph over "
+            f"N = {_spectrum_points(spec, s)} points, and the HVP's vectors"
+            if spectrum
+            else "no Hessian spectrum",
+        ),
+        Term(
+            "loss_hessian",
+            split,
+            f"3·b·p + b·n·(a + O) + max(8·p·(iterations + 2) + 3·b·n·a, kernel): the three operators over "
+            f"n = {s.n} training points, a Lanczos norm, and the tangent kernel of n·O = {rows} rows with its eigvalsh"
+            if split
+            else "no loss-Hessian split",
+        ),
     )
 
 
@@ -349,12 +397,15 @@ def _spectrum_points(spec: JobSpec, s: _Sizes) -> int:
 def _peak(spec: JobSpec, prof: ForwardProfile, s: _Sizes, memory: tuple[Term, ...]) -> int:
     term = {t.name: t.value for t in memory}
     diagnostics = spec.diagnostics
-    on_path = max(term["cotangents"] * (diagnostics.kernel is not None),
-                  term["lanczos"] * (diagnostics.hessian is not None and "schedule" in diagnostics.hessian.at),
-                  term["loss_hessian"])
+    on_path = max(
+        term["cotangents"] * (diagnostics.kernel is not None),
+        term["lanczos"] * (diagnostics.hessian is not None and "schedule" in diagnostics.hessian.at),
+        term["loss_hessian"],
+    )
     kept = s.itemsize * s.n * (prof.input_elements + s.outputs) + term["weights"] + term["constants"] + term["kernel"]
-    phases = max(term["activations"] + on_path, term["cotangents"], term["lanczos"], term["spectrum"],
-                 term["infinite_width"])
+    phases = max(
+        term["activations"] + on_path, term["cotangents"], term["lanczos"], term["spectrum"], term["infinite_width"]
+    )
     return int(max(term["data"], kept + phases))
 
 
@@ -377,20 +428,44 @@ def _work_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str, cos
         hessian = runs * min(hessian_spec.probe_points, s.probe) * hessian_outputs(hessian_spec, O) * per_output
     path = s.runs * (3 * s.probe * F * spec.diagnostics.linearization_error + 4 * p * spec.diagnostics.weight_change)
     return (
-        Term("training", training, f"{s.steps} steps × 3·B·F with B = {s.batch} examples of F = {prof.flops + prof.saved:.3g} FLOPs"
-             + (f", plus 3·F_fix = 3 × {fixed:.3g} FLOPs of nodes run once per pass" if fixed else "")
-             + (f", plus the full-set loss on {s.n}" if full_set_loss else "")),
-        Term("kernel", kernel, f"{s.heads * kernel_runs} tangent kernels ({method}) on {s.probe} probe points × {O} outputs"),
-        Term("hessian", hessian, f"Lanczos ({hessian_spec.iterations} HVPs) per probe point and output" if hessian_spec else "no Hessian"),
+        Term(
+            "training",
+            training,
+            f"{s.steps} steps × 3·B·F with B = {s.batch} examples of F = {prof.flops + prof.saved:.3g} FLOPs"
+            + (f", plus 3·F_fix = 3 × {fixed:.3g} FLOPs of nodes run once per pass" if fixed else "")
+            + (f", plus the full-set loss on {s.n}" if full_set_loss else ""),
+        ),
+        Term(
+            "kernel",
+            kernel,
+            f"{s.heads * kernel_runs} tangent kernels ({method}) on {s.probe} probe points × {O} outputs",
+        ),
+        Term(
+            "hessian",
+            hessian,
+            f"Lanczos ({hessian_spec.iterations} HVPs) per probe point and output" if hessian_spec else "no Hessian",
+        ),
         Term("path", path, f"linearization error and weight change at {s.runs} steps"),
-        Term("constants", prof.folding_flops, "folding the ONNX model's constant subgraphs, once at conversion"
-             if prof.folding_flops else "no folded constants"),
-        Term("sensitivity", 2 * s.probe * F * (1 + 2 * O) * spec.diagnostics.layer_sensitivity,
-             "layer sensitivity at w₀ and at the end: a forward and O backward passes on the probe points"
-             if spec.diagnostics.layer_sensitivity else "no layer sensitivity"),
-        Term("kernel_trace", s.probe * (F * (1 + 2 * O) + 4 * O * p),
-             f"the kernel's trace per weight tensor (run warnings): a forward and O backward passes per probe point, "
-             f"{s.probe} points, and the squares of each output's gradient"),
+        Term(
+            "constants",
+            prof.folding_flops,
+            "folding the ONNX model's constant subgraphs, once at conversion"
+            if prof.folding_flops
+            else "no folded constants",
+        ),
+        Term(
+            "sensitivity",
+            2 * s.probe * F * (1 + 2 * O) * spec.diagnostics.layer_sensitivity,
+            "layer sensitivity at w₀ and at the end: a forward and O backward passes on the probe points"
+            if spec.diagnostics.layer_sensitivity
+            else "no layer sensitivity",
+        ),
+        Term(
+            "kernel_trace",
+            s.probe * (F * (1 + 2 * O) + 4 * O * p),
+            f"the kernel's trace per weight tensor (run warnings): a forward and O backward passes per probe point, "
+            f"{s.probe} points, and the squares of each output's gradient",
+        ),
     )
 
 
@@ -399,7 +474,10 @@ def _limit_and_curvature_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) ->
     diagnostics, F, p, O = spec.diagnostics, prof.flops + prof.saved + prof.fixed, prof.trainable, s.outputs
     limit = 0.0
     if diagnostics.infinite_width is not None:
-        cost, final_kernel = limit_cost(spec), 0.0 if diagnostics.kernel is not None else _kernel_cost(spec, prof, s, s.probe)[1].flops
+        cost, final_kernel = (
+            limit_cost(spec),
+            0.0 if diagnostics.kernel is not None else _kernel_cost(spec, prof, s, s.probe)[1].flops,
+        )
         limit = s.probe**2 * cost.pair_flops + s.probe * cost.point_flops + 4 / 3 * s.probe**3 + final_kernel
     spectrum, hvps, wanted = 0.0, spectrum_hvps(spec), diagnostics.hessian_spectrum
     if wanted is not None:
@@ -411,13 +489,30 @@ def _limit_and_curvature_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) ->
         norms = 3 * (it * (6 * s.n * F + 8 * p) + 4 * it * it * p)
         split = s.runs * (norms + _kernel_cost(spec, prof, s, s.n)[1].flops + 4 / 3 * rows**3)
     return (
-        Term("infinite_width", limit, f"the layer maps on n_p = {s.probe} probe points: n_p²·pair + n_p·point FLOPs "
-             "(api_schemas/limit_cost.py), λ_min(Θ∞)" + ("" if diagnostics.kernel is not None else ", the final kernel")
-             if limit else "no infinite-width kernels"),
-        Term("hessian_spectrum", spectrum, f"{hvps} HVPs (probes and block norms × lanczos_steps per Hessian, at "
-             f"{len(wanted.at)} points of the run) and their reorthogonalisation" if wanted else "no Hessian spectrum"),
-        Term("loss_hessian", split, f"{s.runs} scheduled steps × (3 Lanczos norms of ≤ {diagnostics.loss_hessian.iterations} "
-             f"HVPs over n = {s.n} points + the n·O = {rows}-row kernel and its eigvalsh)" if split else "no loss-Hessian split"),
+        Term(
+            "infinite_width",
+            limit,
+            f"the layer maps on n_p = {s.probe} probe points: n_p²·pair + n_p·point FLOPs "
+            "(api_schemas/limit_cost.py), λ_min(Θ∞)" + ("" if diagnostics.kernel is not None else ", the final kernel")
+            if limit
+            else "no infinite-width kernels",
+        ),
+        Term(
+            "hessian_spectrum",
+            spectrum,
+            f"{hvps} HVPs (probes and block norms × lanczos_steps per Hessian, at "
+            f"{len(wanted.at)} points of the run) and their reorthogonalisation"
+            if wanted
+            else "no Hessian spectrum",
+        ),
+        Term(
+            "loss_hessian",
+            split,
+            f"{s.runs} scheduled steps × (3 Lanczos norms of ≤ {diagnostics.loss_hessian.iterations} "
+            f"HVPs over n = {s.n} points + the n·O = {rows}-row kernel and its eigvalsh)"
+            if split
+            else "no loss-Hessian split",
+        ),
     )
 
 
@@ -459,8 +554,9 @@ def _weight_layers(planned: PlannedLayer) -> int:
 def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str) -> tuple[Term, ...]:
     """Framework operations dispatched per work term, whatever their size (module docstring, "time")."""
     D, W, O, diagnostics = prof.ops, prof.tensors, s.outputs, spec.diagnostics
-    training_spec = s.steps * (3 * D + OPTIMIZER_OPS[spec.training.optimizer] * W + STEP_OPS + D * (s.batch < s.n)
-                               + _step_traffic_ops(prof, s))
+    training_spec = s.steps * (
+        3 * D + OPTIMIZER_OPS[spec.training.optimizer] * W + STEP_OPS + D * (s.batch < s.n) + _step_traffic_ops(prof, s)
+    )
     kernel_runs = s.runs if diagnostics.kernel is not None else 1
     kernel = kernel_runs * _kernel_ops(prof, method, s.probe, O, s.itemsize)
     hessian, wanted = 0.0, diagnostics.hessian
@@ -468,9 +564,17 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
         at = set(wanted.at)
         runs = len(at & {"init", "final"}) + (s.runs if "schedule" in at else 0)
         lanczos_runs = min(wanted.probe_points, s.probe) * hessian_outputs(wanted, O)
-        together = max(1, (MEMORY_BUDGET_BYTES // 2) // (8 * prof.trainable * (min(wanted.iterations, prof.trainable) + 2)))
-        hessian = runs * wanted.iterations * (math.ceil(lanczos_runs / together) * HVP_PASSES * D + LANCZOS_STEP_OPS * lanczos_runs)
-    path = s.runs * (D + JVP_PASSES * D * diagnostics.linearization_error + 4 * W * diagnostics.weight_change + STEP_OPS)
+        together = max(
+            1, (MEMORY_BUDGET_BYTES // 2) // (8 * prof.trainable * (min(wanted.iterations, prof.trainable) + 2))
+        )
+        hessian = (
+            runs
+            * wanted.iterations
+            * (math.ceil(lanczos_runs / together) * HVP_PASSES * D + LANCZOS_STEP_OPS * lanczos_runs)
+        )
+    path = s.runs * (
+        D + JVP_PASSES * D * diagnostics.linearization_error + 4 * W * diagnostics.weight_change + STEP_OPS
+    )
     sensitivity = 2 * ((1 + 2 * O) * D + O * W) if diagnostics.layer_sensitivity else 0
     per_point_gradient = _weight_traffic_ops(prof, s.itemsize)
     kernel_trace = s.probe * ((1 + 2 * O) * D + 2 * O * W + O * per_point_gradient)
@@ -482,19 +586,52 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
         spectrum = _spectrum_calls(spec, prof, s) * (OPERATOR_PASSES * D + LANCZOS_STEP_OPS)
     if diagnostics.loss_hessian is not None:
         it = diagnostics.loss_hessian.iterations
-        split = s.runs * (3 * it * (OPERATOR_PASSES * D + LANCZOS_STEP_OPS) + _kernel_ops(prof, _kernel_cost(spec, prof, s, s.n)[0], s.n, O, s.itemsize))
+        split = s.runs * (
+            3 * it * (OPERATOR_PASSES * D + LANCZOS_STEP_OPS)
+            + _kernel_ops(prof, _kernel_cost(spec, prof, s, s.n)[0], s.n, O, s.itemsize)
+        )
     return (
-        Term("training", training_spec, f"{s.steps} steps × (3·D + optimiser + element traffic) with D = {D} operations "
-             f"per forward pass and {_step_traffic_ops(prof, s)} operations' worth of activation and weight elements"),
+        Term(
+            "training",
+            training_spec,
+            f"{s.steps} steps × (3·D + optimiser + element traffic) with D = {D} operations "
+            f"per forward pass and {_step_traffic_ops(prof, s)} operations' worth of activation and weight elements",
+        ),
         Term("kernel", kernel, f"{kernel_runs} kernel passes ({method}) of (1 + 2·O) forward passes or their chunks"),
-        Term("hessian", hessian, "Lanczos steps × (vmapped HVP calls of 30 passes, as many bases at once as half the "
-             "budget holds, + the runs' own steps)" if wanted else "no Hessian"),
+        Term(
+            "hessian",
+            hessian,
+            "Lanczos steps × (vmapped HVP calls of 30 passes, as many bases at once as half the "
+            "budget holds, + the runs' own steps)"
+            if wanted
+            else "no Hessian",
+        ),
         Term("path", path, f"a forward, the linearization error's jvp and the weight change at {s.runs} steps"),
-        Term("sensitivity", sensitivity, "layer sensitivity at w₀ and at the end: 1 + 2·O passes" if sensitivity else "no layer sensitivity"),
-        Term("kernel_trace", kernel_trace, f"tr K_g(w₀) per weight tensor: 1 + 2·O passes per probe point, {s.probe} points"),
-        Term("infinite_width", limit, "the layer maps, a few hundred operations per layer" if limit else "no infinite-width kernels"),
-        Term("hessian_spectrum", spectrum, "vmapped HVP calls (probes batched) of 12 passes" if spectrum else "no Hessian spectrum"),
-        Term("loss_hessian", split, "3 Lanczos norms of HVP calls and the training set's kernel per run" if split else "no loss-Hessian split"),
+        Term(
+            "sensitivity",
+            sensitivity,
+            "layer sensitivity at w₀ and at the end: 1 + 2·O passes" if sensitivity else "no layer sensitivity",
+        ),
+        Term(
+            "kernel_trace",
+            kernel_trace,
+            f"tr K_g(w₀) per weight tensor: 1 + 2·O passes per probe point, {s.probe} points",
+        ),
+        Term(
+            "infinite_width",
+            limit,
+            "the layer maps, a few hundred operations per layer" if limit else "no infinite-width kernels",
+        ),
+        Term(
+            "hessian_spectrum",
+            spectrum,
+            "vmapped HVP calls (probes batched) of 12 passes" if spectrum else "no Hessian spectrum",
+        ),
+        Term(
+            "loss_hessian",
+            split,
+            "3 Lanczos norms of HVP calls and the training set's kernel per run" if split else "no loss-Hessian split",
+        ),
         Term("constants", D + 10 * W + JOB_OPS, "building the network and the job's fixed work"),
     )
 
@@ -502,7 +639,9 @@ def _dispatch_terms(spec: JobSpec, prof: ForwardProfile, s: _Sizes, method: str)
 def _weight_traffic_ops(prof: ForwardProfile, itemsize: int) -> int:
     """One pass over the p trainable weights' elements in operations: per FRESH_ELEMENTS_PER_OP elements of the
     weight tensors over MMAP_THRESHOLD_BYTES (mapped afresh each time they are made), per HEAP_ELEMENTS_PER_OP of the rest."""
-    fresh = sum(layer.fan_in * layer.out for layer in prof.layers if layer.fan_in * layer.out * itemsize > MMAP_THRESHOLD_BYTES)
+    fresh = sum(
+        layer.fan_in * layer.out for layer in prof.layers if layer.fan_in * layer.out * itemsize > MMAP_THRESHOLD_BYTES
+    )
     return math.ceil(fresh / FRESH_ELEMENTS_PER_OP) + math.ceil((prof.trainable - fresh) / HEAP_ELEMENTS_PER_OP)
 
 
@@ -514,7 +653,9 @@ def _step_traffic_ops(prof: ForwardProfile, s: _Sizes) -> int:
     FLOPs a step forward and backward and ran 0.45 s a step (1 thread, docs/benchmarks.md "Time estimate")."""
     elements = s.batch * prof.saved + (s.n * prof.saved if s.batch < s.n else 0)
     fresh = s.batch * prof.largest * s.itemsize > MMAP_THRESHOLD_BYTES
-    return math.ceil(elements / (FRESH_ELEMENTS_PER_OP if fresh else HEAP_ELEMENTS_PER_OP)) + _weight_traffic_ops(prof, s.itemsize)
+    return math.ceil(elements / (FRESH_ELEMENTS_PER_OP if fresh else HEAP_ELEMENTS_PER_OP)) + _weight_traffic_ops(
+        prof, s.itemsize
+    )
 
 
 def _kernel_ops(prof: ForwardProfile, method: str, n: int, O: int, itemsize: int) -> float:

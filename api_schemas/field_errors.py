@@ -41,11 +41,15 @@ def field_errors(errors: Sequence[dict[str, Any]], body: Any) -> list[FieldError
     for field, error in located:
         if field in explained and _type_mismatch(error):
             continue
-        found = _tag_error(field, error) if error["type"] == TAG_ERROR else FieldError(
-            field=field,
-            message=str(error["msg"]).removeprefix("Value error, "),
-            limit=_limit(error.get("ctx") or {}),
-            value=None if error["type"] == "missing" else echoable(error.get("input")),
+        found = (
+            _tag_error(field, error)
+            if error["type"] == TAG_ERROR
+            else FieldError(
+                field=field,
+                message=str(error["msg"]).removeprefix("Value error, "),
+                limit=_limit(error.get("ctx") or {}),
+                value=None if error["type"] == "missing" else echoable(error.get("input")),
+            )
         )
         if (found.field, found.message) in seen:
             continue
@@ -58,7 +62,7 @@ def field_errors(errors: Sequence[dict[str, Any]], body: Any) -> list[FieldError
 def named(field: str | None, message: str) -> str:
     """ "field: message", or the message alone where it already begins with the field (`data.probe.n = 10 exceeds …`
     on field `data`): a line names its field once."""
-    if not field or (message.startswith(field) and not _continues_name(message[len(field):len(field) + 1])):
+    if not field or (message.startswith(field) and not _continues_name(message[len(field) : len(field) + 1])):
         return message
     return f"{field}: {message}"
 

@@ -97,8 +97,13 @@ class ForwardProfile:
         (an upper bound for the forward's work, which batches them)."""
         saved = self.saved + self.fixed_saved
         return Profile(
-            O=self.outputs, p=self.trainable, p_fallback=self.fallback, itemsize=itemsize,
-            forward_flops=self.flops + self.saved + self.fixed, saved_bytes=saved * itemsize, activations=saved,
+            O=self.outputs,
+            p=self.trainable,
+            p_fallback=self.fallback,
+            itemsize=itemsize,
+            forward_flops=self.flops + self.saved + self.fixed,
+            saved_bytes=saved * itemsize,
+            activations=saved,
             layers=tuple(self.layers),
         )
 
@@ -170,11 +175,15 @@ def _graph_layer(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool
     bias = layer_bias(layer, default_bias)
     if isinstance(layer, Dense):
         T = math.prod(shape[:-1])
-        prof.add_weights(LayerShape("dense" if T == 1 and len(shape) == 1 else "shared", T, shape[-1], layer.width, True, bias),
-                         planned.parameters)
+        prof.add_weights(
+            LayerShape("dense" if T == 1 and len(shape) == 1 else "shared", T, shape[-1], layer.width, True, bias),
+            planned.parameters,
+        )
     elif isinstance(layer, Conv2d):
-        prof.add_weights(LayerShape("shared", out[1] * out[2], shape[0] * layer.kernel_size**2, layer.width, True, bias),
-                         planned.parameters)
+        prof.add_weights(
+            LayerShape("shared", out[1] * out[2], shape[0] * layer.kernel_size**2, layer.width, True, bias),
+            planned.parameters,
+        )
     elif isinstance(layer, (Embedding, PatchEmbed)):
         _embedding(prof, planned, bias)
     elif isinstance(layer, SelfAttention):

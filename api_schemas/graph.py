@@ -167,13 +167,26 @@ class Residual(Strict):
 
     type: Literal["residual"] = "residual"
     layers: list[GraphLayer] = Field(min_length=1, max_length=MAX_LAYERS)
-    scale: float = Field(default=1.0, gt=0, le=1e3, description="multiplier of the branch (1/blocks keeps deep stacks O(1))")
+    scale: float = Field(
+        default=1.0, gt=0, le=1e3, description="multiplier of the branch (1/blocks keeps deep stacks O(1))"
+    )
 
 
 GraphLayer = tagged_union(
-    {"dense": Dense, "conv2d": Conv2d, "avg_pool": AvgPool, "max_pool": MaxPool, "global_avg_pool": GlobalAvgPool,
-     "flatten": Flatten, "activation": ActivationLayer, "layer_norm": LayerNorm, "embedding": Embedding,
-     "patch_embed": PatchEmbed, "self_attention": SelfAttention, "residual": Residual},
+    {
+        "dense": Dense,
+        "conv2d": Conv2d,
+        "avg_pool": AvgPool,
+        "max_pool": MaxPool,
+        "global_avg_pool": GlobalAvgPool,
+        "flatten": Flatten,
+        "activation": ActivationLayer,
+        "layer_norm": LayerNorm,
+        "embedding": Embedding,
+        "patch_embed": PatchEmbed,
+        "self_attention": SelfAttention,
+        "residual": Residual,
+    },
     "type",
 )
 

@@ -62,7 +62,9 @@ class LimitCost:
 
     def then(self, other: LimitCost) -> LimitCost:
         """Two maps one after the other: the larger working set, the work added."""
-        return LimitCost(max(self.live, other.live), self.pair_flops + other.pair_flops, self.point_flops + other.point_flops)
+        return LimitCost(
+            max(self.live, other.live), self.pair_flops + other.pair_flops, self.point_flops + other.point_flops
+        )
 
 
 def limit_cost(spec: JobSpec) -> LimitCost:
@@ -128,17 +130,22 @@ def _activation(name: str, positions: int) -> LimitCost:
     q = positions**2
     if name in CLOSED_FORMS:
         return LimitCost(ACTIVATION_TENSORS * q, 30 * q)
-    return LimitCost(ACTIVATION_TENSORS * q, (4 * MEHLER_TERMS + 20) * q, positions * sum(2 * rule * rule for rule in RULES))
+    return LimitCost(
+        ACTIVATION_TENSORS * q, (4 * MEHLER_TERMS + 20) * q, positions * sum(2 * rule * rule for rule in RULES)
+    )
 
 
 def _pool(positions_in: int, positions: int) -> LimitCost:
-    return LimitCost(2 * positions_in**2 + 2 * positions * positions_in + 2 * positions**2,
-                     4 * (positions * positions_in**2 + positions**2 * positions_in))
+    return LimitCost(
+        2 * positions_in**2 + 2 * positions * positions_in + 2 * positions**2,
+        4 * (positions * positions_in**2 + positions**2 * positions_in),
+    )
 
 
 def _residual(branch: LimitCost, positions_in: int, positions: int) -> LimitCost:
-    return LimitCost(branch.live + 2 * positions_in**2 + 2 * positions**2, branch.pair_flops + 6 * positions**2,
-                     branch.point_flops)
+    return LimitCost(
+        branch.live + 2 * positions_in**2 + 2 * positions**2, branch.pair_flops + 6 * positions**2, branch.point_flops
+    )
 
 
 def _graph_layer(planned: PlannedLayer) -> LimitCost:

@@ -57,8 +57,10 @@ class EstimatePhase(Resource):
     """One phase of the time estimate: seconds = flops / R + operations · t_op, with R and t_op the estimate's
     `rates` (R / 8 for the model Hessian, whose FLOPs run memory-bound); `what` spells the sum out."""
 
-    name: str = Field(description="training, kernel, hessian, path, constants, infinite_width, hessian_spectrum, "
-                      "loss_hessian, sensitivity, kernel_trace")
+    name: str = Field(
+        description="training, kernel, hessian, path, constants, infinite_width, hessian_spectrum, "
+        "loss_hessian, sensitivity, kernel_trace"
+    )
     seconds: float
     flops: float
     operations: float = Field(description="framework operations dispatched, whatever their size")
@@ -150,7 +152,8 @@ class JobDryRun(JobEstimate):
     parameters: int = Field(description="trainable parameters, as the job would be stored with")
     caps: list[EstimateCap]
     by_worker_class: dict[str, WorkerClassEstimate] = Field(
-        default_factory=dict, description="worker class → the estimate calibrated by its measured throughput")
+        default_factory=dict, description="worker class → the estimate calibrated by its measured throughput"
+    )
     calibration: str = Field(default="", description="what by_worker_class rests on, or why it is empty")
 
 

@@ -30,4 +30,3 @@ class RunWarning(BaseModel):
     code: str = Field(examples=["target_loss_not_reached"])
     message: str
     values: dict[str, JsonValue] = Field(default_factory=dict, examples=[{"final_loss": 0.084, "target_loss": 0.001}])
-

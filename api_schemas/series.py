@@ -44,11 +44,16 @@ class Chart:
 
 JOB_CHARTS: tuple[Chart, ...] = (
     Chart("training loss", {"loss": "loss"}),
-    Chart("ΔK(t) = ‖K(w_t) − K(w_0)‖_F / ‖K(w_0)‖_F",
-          {"delta_k": "ΔK of the outputs φ(f)", "delta_k_logits": "ΔK of the logits f"}, id="delta_k"),
+    Chart(
+        "ΔK(t) = ‖K(w_t) − K(w_0)‖_F / ‖K(w_0)‖_F",
+        {"delta_k": "ΔK of the outputs φ(f)", "delta_k_logits": "ΔK of the logits f"},
+        id="delta_k",
+    ),
     Chart("weight change ‖w_t − w_0‖", {"weight_change_l2": "‖w_t − w_0‖_2", "weight_change_linf": "‖w_t − w_0‖_∞"}),
-    Chart("linearization error ‖f(w_t) − f_lin(w_t)‖ / ‖f(w_t) − f(w_0)‖",
-          {"linearization_error": "of the outputs φ(f)", "linearization_error_logits": "of the logits f"}),
+    Chart(
+        "linearization error ‖f(w_t) − f_lin(w_t)‖ / ‖f(w_t) − f(w_0)‖",
+        {"linearization_error": "of the outputs φ(f)", "linearization_error_logits": "of the logits f"},
+    ),
     Chart("‖H‖ on the schedule", {"hessian_norm": "‖H‖"}),
     Chart("kernel spectrum of K(w_t)", {"kernel_lambda_min": "λ_min", "kernel_lambda_max": "λ_max"}),
 )

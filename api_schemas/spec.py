@@ -44,27 +44,43 @@ class StoredModel(Strict):
     """What the service read from an uploaded ONNX model when the job was submitted."""
 
     parameters: int = Field(ge=0, description="trainable parameters (elements of the floating-point initializers)")
-    input_shape: list[Annotated[int, Field(ge=1)]] = Field(description="one input point's shape (the batch axis left out)")
+    input_shape: list[Annotated[int, Field(ge=1)]] = Field(
+        description="one input point's shape (the batch axis left out)"
+    )
     output_dim: int = Field(ge=1, description="the model's output width O")
     input_integer: bool = Field(default=False, description="the model takes integer inputs (token ids)")
-    activation_elements: int | None = Field(default=None, ge=0, description="one example's activation elements, counted at upload")
+    activation_elements: int | None = Field(
+        default=None, ge=0, description="one example's activation elements, counted at upload"
+    )
     forward_flops: int | None = Field(default=None, ge=0, description="one example's forward FLOPs, counted at upload")
     constant_bytes: int | None = Field(
-        default=None, ge=0, description="bytes of the values the graph computes from constants alone, folded once at "
-        "conversion and held for the job (floats at 8 bytes), counted at upload; null for models uploaded before it was")
+        default=None,
+        ge=0,
+        description="bytes of the values the graph computes from constants alone, folded once at "
+        "conversion and held for the job (floats at 8 bytes), counted at upload; null for models uploaded before it was",
+    )
     constant_elements: int | None = Field(default=None, ge=0, description="the floating-point elements among them")
     folding_flops: int | None = Field(default=None, ge=0, description="FLOPs of folding them, once per conversion")
     fixed_elements: int | None = Field(
-        default=None, ge=0, description="elements of the nodes that run on every forward pass whatever the batch "
-        "(computed from weights, not from the input), counted at upload")
+        default=None,
+        ge=0,
+        description="elements of the nodes that run on every forward pass whatever the batch "
+        "(computed from weights, not from the input), counted at upload",
+    )
     fixed_flops: int | None = Field(default=None, ge=0, description="their FLOPs per forward pass")
     input_vocabulary: int | None = Field(
-        default=None, ge=1, description="an integer input's ids must lie in [0, input_vocabulary): the least row count "
-        "of the embedding tables that read the input, found at upload; null when none reads it directly")
+        default=None,
+        ge=1,
+        description="an integer input's ids must lie in [0, input_vocabulary): the least row count "
+        "of the embedding tables that read the input, found at upload; null when none reads it directly",
+    )
     nodes: int | None = Field(
-        default=None, ge=0, description="the graph's nodes, each a framework operation or a few on every forward pass "
+        default=None,
+        ge=0,
+        description="the graph's nodes, each a framework operation or a few on every forward pass "
         "(the estimate's per-node time), counted at upload; null for models uploaded before they were: the estimate "
-        "then takes 10 000, the default max_model_nodes")
+        "then takes 10 000, the default max_model_nodes",
+    )
 
 
 class ModelSpec(Strict):
@@ -91,7 +107,9 @@ class ModelSpec(Strict):
         default=None, min_length=1, max_length=MAX_LAYERS, description="graph only: the layers before the readout"
     )
     hidden: list[Annotated[int, Field(ge=1, le=MAX_WIDTH)]] = Field(
-        default_factory=lambda: [1000], min_length=1, max_length=MAX_LAYERS,
+        default_factory=lambda: [1000],
+        min_length=1,
+        max_length=MAX_LAYERS,
         description="Hidden widths (mlp), channels (cnn) or the residual width (resnet).",
     )
     activation: Activation | list[Activation] = "relu"
@@ -105,7 +123,9 @@ class ModelSpec(Strict):
     padding: int = Field(default=1, ge=0, le=15, description="cnn/resnet conv only")
     readout: Literal["global_avg", "flatten"] = Field(default="global_avg", description="cnn/resnet conv only")
     input_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
-        default=None, min_length=1, max_length=3,
+        default=None,
+        min_length=1,
+        max_length=3,
         description="(C, H, W) for cnn/conv-resnet, defaults to the data set's image shape; "
         "graph: [d], [T, d] or [C, H, W], defaults to the flat features.",
     )
@@ -128,12 +148,16 @@ class ModelSpec(Strict):
         if self.id is None:
             raise ValueError("model.id is required for model.kind = 'onnx': the id POST /v1/models answered")
         if not self.train_output_layer:
-            raise ValueError("model.train_output_layer = false is not supported for an onnx model (every initializer trains)")
+            raise ValueError(
+                "model.train_output_layer = false is not supported for an onnx model (every initializer trains)"
+            )
         if "parameterization" not in self.model_fields_set:
             self.parameterization = "standard"
         if self.stored is not None:
             if self.output_dim is not None and self.output_dim != self.stored.output_dim:
-                raise ValueError(f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs")
+                raise ValueError(
+                    f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs"
+                )
             self.output_dim = self.stored.output_dim
         return self
 
@@ -211,7 +235,9 @@ class ProbeSpec(Strict):
     """The probe set x₁…x_n on which K and H are measured: the first n training points."""
 
     n: int | None = Field(
-        default=None, ge=1, le=100_000,
+        default=None,
+        ge=1,
+        le=100_000,
         description="default: min(64, n_train, ⌊256 / O⌋) for O outputs, so that the kernel has at most 256 rows",
     )
 
@@ -322,7 +348,9 @@ class StoredDataset(Strict):
 
     points: int = Field(ge=1, description="points stored")
     x_shape: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="one point's x shape")
-    x_integer: bool = Field(description="x holds integers: kept as int64 (token ids) for a model that takes them, else cast to float")
+    x_integer: bool = Field(
+        description="x holds integers: kept as int64 (token ids) for a model that takes them, else cast to float"
+    )
     y_width: int = Field(ge=1, description="target width O (y [points] counts as width 1)")
     x_min: int | None = Field(default=None, description="an integer x's smallest value (token ids), read at upload")
     x_max: int | None = Field(default=None, description="an integer x's largest value (token ids), read at upload")
@@ -358,9 +386,15 @@ class DatasetData(DataCommon):
 
 
 DataSpec = tagged_union(
-    {"gaussian_mixture": GaussianMixtureData, "sine1d": Sine1DData, "builtin": BuiltinData, "inline": InlineData,
-     "dataset": DatasetData},
-    "kind", default="gaussian_mixture",
+    {
+        "gaussian_mixture": GaussianMixtureData,
+        "sine1d": Sine1DData,
+        "builtin": BuiltinData,
+        "inline": InlineData,
+        "dataset": DatasetData,
+    },
+    "kind",
+    default="gaussian_mixture",
 )
 """The data section; a section that leaves `kind` out is a gaussian_mixture, the default data."""
 
@@ -399,8 +433,10 @@ def label_classes(data: DatasetData) -> int:
     """The default class count C = y_max + 1 of an uploaded data set of class labels."""
     stored = _stored(data)
     if stored.y_max is None:
-        raise ValueError(f"model.output_dim is required: data set {data.id} holds integer class labels whose range "
-                         "was not recorded at upload; set it to the number of classes")
+        raise ValueError(
+            f"model.output_dim is required: data set {data.id} holds integer class labels whose range "
+            "was not recorded at upload; set it to the number of classes"
+        )
     return max(stored.y_max + 1, 1)
 
 
@@ -445,9 +481,11 @@ class KernelDiagnostics(Strict):
 
     schedule: Literal["log", "every"] = "log"
     points: int | None = Field(
-        default=None, ge=2, le=10_000,
+        default=None,
+        ge=2,
+        le=10_000,
         description="log schedule: number of log-spaced steps; default min(50, max(8, ⌈max_steps / 50⌉)), so that "
-                    "a short run is not measured more often than it trains",
+        "a short run is not measured more often than it trains",
     )
     every: int | None = Field(default=None, ge=1, le=MAX_STEPS, description="every schedule: record every N steps")
     method: Literal["auto", "structured", "jacobian", "ntk_vp"] = "auto"
@@ -478,16 +516,20 @@ class HessianDiagnostics(Strict):
     top_k: int = Field(default=1, ge=1, le=20)
     probe_points: int = Field(default=4, ge=1, le=256, description="the first `probe_points` probe points")
     outputs: int | None = Field(
-        default=1, ge=1, le=10_000,
+        default=1,
+        ge=1,
+        le=10_000,
         description="the first `outputs` outputs a of each probe point (null: every output); each costs a Lanczos run",
     )
     iterations: int = Field(
         default=100, ge=4, le=500, description="cap on Lanczos steps (Hessian-vector products) per point and output"
     )
     tolerance: float = Field(
-        default=1e-3, ge=0, le=1,
+        default=1e-3,
+        ge=0,
+        le=1,
         description="relative: a run stops once each top-k Ritz value θ has residual bound ≤ tolerance·|θ| "
-                    "(0: run to the cap); 10⁻³ certifies in 13–33 products on the networks of docs/benchmarks.md",
+        "(0: run to the cap); 10⁻³ certifies in 13–33 products on the networks of docs/benchmarks.md",
     )
 
 
@@ -505,10 +547,14 @@ class HessianSpectrumDiagnostics(Strict):
     at: list[Literal["init", "final"]] = Field(default_factory=lambda: ["init", "final"], min_length=1, max_length=2)
     points: int = Field(default=1, ge=1, le=256, description="of = model: the first `points` probe points")
     probes: int = Field(default=16, ge=1, le=1000, description="Rademacher vectors: Hutchinson samples and SLQ starts")
-    lanczos_steps: int = Field(default=32, ge=1, le=500, description="Lanczos steps per probe (SLQ nodes) and per block")
+    lanczos_steps: int = Field(
+        default=32, ge=1, le=500, description="Lanczos steps per probe (SLQ nodes) and per block"
+    )
     grid: int = Field(default=200, ge=2, le=10_000, description="points of the Gaussian-smoothed density")
     bins: int = Field(default=50, ge=1, le=10_000, description="histogram bins of the quadrature's mass")
-    bandwidth: float = Field(default=0.01, gt=0, le=1, description="the smoothing Gaussian's σ over the spectrum's spread")
+    bandwidth: float = Field(
+        default=0.01, gt=0, le=1, description="the smoothing Gaussian's σ over the spectrum's spread"
+    )
     block_norms: bool = Field(default=True, description="‖·‖₂ of the diagonal block of each parameter group")
     tolerance: float = Field(default=1e-6, ge=0, le=1, description=NORM_TOLERANCE)
 
@@ -528,7 +574,9 @@ class InfiniteWidthDiagnostics(Strict):
     ‖K(w) − Θ∞‖_F / ‖Θ∞‖_F of the logits at w₀ and at the end (api_schemas/infinite_width.py: which models)."""
 
     quadrature_tolerance: float = Field(
-        default=1e-10, ge=1e-14, le=1e-2,
+        default=1e-10,
+        ge=1e-14,
+        le=1e-2,
         description="relative accuracy the Gauss–Hermite order is chosen to (activations without a closed form)",
     )
 
@@ -575,7 +623,9 @@ class JobSpec(Strict):
         if model.output_dim is None:
             model = model.model_copy(update={"output_dim": label_classes(data) if labels else wanted})
             if model.output_activation == "softmax" and model.output_dim < 2:
-                raise ValueError("model.output_dim must be at least 2 with a softmax head; the data's targets have width 1")
+                raise ValueError(
+                    "model.output_dim must be at least 2 with a softmax head; the data's targets have width 1"
+                )
         if wanted is not None and model.output_dim != wanted:
             raise ValueError(f"model.output_dim = {model.output_dim} but the data's targets have width {wanted}")
         if model.kind == "cnn" or (model.kind == "resnet" and model.block == "conv"):
@@ -603,12 +653,16 @@ class JobSpec(Strict):
         if model.output_dim is None:
             return training
         if training.loss == "cross_entropy" and model.output_dim < 2:
-            raise ValueError("training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets [n, C] "
-                             "or an uploaded data set's integer class labels [n])")
+            raise ValueError(
+                "training.loss = 'cross_entropy' needs model.output_dim ≥ 2 (one-hot targets [n, C] "
+                "or an uploaded data set's integer class labels [n])"
+            )
         if training.loss == "mse" and class_labels(data):
-            raise ValueError(f"training.loss = 'mse' regresses on float targets, but data set {data.id} holds integer "
-                             "class labels y [n]: use training.loss = 'cross_entropy', or upload y as floats (one-hot "
-                             "[n, C], or values [n] to regress on)")
+            raise ValueError(
+                f"training.loss = 'mse' regresses on float targets, but data set {data.id} holds integer "
+                "class labels y [n]: use training.loss = 'cross_entropy', or upload y as floats (one-hot "
+                "[n, C], or values [n] to regress on)"
+            )
         return training
 
     @field_validator("diagnostics")
@@ -658,10 +712,14 @@ def _graph_fits_data(model: ModelSpec, data) -> None:
     first = model.layers[0]
     if isinstance(first, Embedding) and not _token_ids(data, first.vocab):
         stored = getattr(data, "stored", None)
-        held = (f"holds ids from {stored.x_min} to {stored.x_max}" if stored is not None and stored.x_integer
-                else "does not hold them (inline integers, or an uploaded data set of integers)")
-        raise ValueError(f"model.layers.0 (embedding) reads integer token ids in [0, {first.vocab}); data.kind "
-                         f"{data.kind!r} {held}")
+        held = (
+            f"holds ids from {stored.x_min} to {stored.x_max}"
+            if stored is not None and stored.x_integer
+            else "does not hold them (inline integers, or an uploaded data set of integers)"
+        )
+        raise ValueError(
+            f"model.layers.0 (embedding) reads integer token ids in [0, {first.vocab}); data.kind {data.kind!r} {held}"
+        )
 
 
 def _token_ids(data, vocab: int) -> bool:

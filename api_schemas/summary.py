@@ -38,7 +38,9 @@ class JobSummary(BaseModel):
     final_loss: float | None = scalar("loss", "training loss at the last step; null if diverged")
     steps: int | None = scalar("steps", "optimizer updates applied")
     converged: bool | None = scalar("1", "training stopped because the loss reached training.target_loss")
-    outcome: Outcome | None = scalar("1", "why training stopped: converged, max_steps, time_budget, diverged, zero_kernel")
+    outcome: Outcome | None = scalar(
+        "1", "why training stopped: converged, max_steps, time_budget, diverged, zero_kernel"
+    )
     diverged_step: int | None = scalar("steps", "the step whose loss was not finite; null unless diverged")
     lr: float | None = scalar("1", "the step size used (training.lr, or the one lr=auto chose); null for a zero kernel")
     parameters: int | None = scalar("parameters", "trainable parameters p")
@@ -72,22 +74,28 @@ class JobSummary(BaseModel):
     hessian_spectrum_trace_init: float | None = scalar("f or loss", "tr ∇²L, or the mean over (i, a) of tr H_ia, at w₀")
     hessian_spectrum_trace_final: float | None = scalar("f or loss", "the same trace at the last weights")
     hessian_spectrum_trace_se_init: float | None = scalar("f or loss", "standard error of hessian_spectrum_trace_init")
-    hessian_spectrum_trace_se_final: float | None = scalar("f or loss", "standard error of hessian_spectrum_trace_final")
+    hessian_spectrum_trace_se_final: float | None = scalar(
+        "f or loss", "standard error of hessian_spectrum_trace_final"
+    )
     # weights and linearization
     weight_change_l2: float | None = scalar("1", "‖w − w₀‖₂ over the trainable parameters at the last step")
     weight_change_linf: float | None = scalar("1", "‖w − w₀‖_∞ over the trainable parameters at the last step")
     linearization_error_final: float | None = scalar(
-        "1", "‖f(w) − f_lin(w)‖_F / ‖f(w) − f(w₀)‖_F on the probe set at the last step, f_lin the Taylor model at w₀")
+        "1", "‖f(w) − f_lin(w)‖_F / ‖f(w) − f(w₀)‖_F on the probe set at the last step, f_lin the Taylor model at w₀"
+    )
     linearization_error_final_logits: float | None = scalar("1", "linearization_error_final of the logits")
     # infinite width
     kernel_inf_distance_init: float | None = scalar("1", "‖K(w₀) − Θ∞ ⊗ I_O‖_F / ‖Θ∞ ⊗ I_O‖_F, K the logits' kernel")
-    kernel_inf_distance_final: float | None = scalar("1", "the same distance at the last weights; null after divergence")
+    kernel_inf_distance_final: float | None = scalar(
+        "1", "the same distance at the last weights; null after divergence"
+    )
     lambda_min_inf: float | None = scalar("f²", "λ_min(Θ∞), the infinite-width tangent kernel's smallest eigenvalue")
     kernel_inf_quadrature_error: float | None = scalar("1", "bound on the relative error of Θ∞'s Gaussian expectations")
     # time
     wall_time_s: float | None = scalar("s", "the whole run; under a worker including storing its outcome")
     timings: dict[str, float] | None = Field(
-        default=None, description="[s] seconds spent per phase (data, build, kernel, hessian, training, storage, …)")
+        default=None, description="[s] seconds spent per phase (data, build, kernel, hessian, training, storage, …)"
+    )
     artifacts_skipped: str | None = scalar("1", "artifacts over max_artifact_bytes, not stored: name (size > cap); …")
 
     @model_serializer(mode="wrap")
@@ -96,4 +104,3 @@ class JobSummary(BaseModel):
         dumped = handler(self)
         sent = self.model_fields_set | set(self.model_extra or {})
         return {name: value for name, value in dumped.items() if name in sent}
-

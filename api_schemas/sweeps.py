@@ -24,9 +24,11 @@ class FitSpec(Strict):
     x: str = Field(pattern=PATH_PATTERN, max_length=200, examples=["model.hidden.0"])
     group_by: list[stored_text(200)] = Field(default_factory=list, max_length=MAX_GRID_AXES)
     theory: dict[stored_text(400), Annotated[float, Field(ge=-MAX_THEORY_SLOPE, le=MAX_THEORY_SLOPE)]] = Field(
-        default_factory=dict, max_length=64, examples=[{"linear head": -0.5, "swish head": 0.0}],
+        default_factory=dict,
+        max_length=64,
+        examples=[{"linear head": -0.5, "swish head": 0.0}],
         description="the slope a theory predicts, per group label (analysis/labels.py: 'linear head', 'ntk', "
-                    "'all' for a fit without group_by); drawn dashed beside the fit and returned as theory_slope",
+        "'all' for a fit without group_by); drawn dashed beside the fit and returned as theory_slope",
     )
 
 
@@ -99,7 +101,8 @@ class FitResult(Strict):
     x_label: str = Field("", description="x in the paper's symbols, e.g. 'width m', 'bottleneck width m_b'")
     y_label: str = Field("", description="y in the paper's symbols, e.g. 'ΔK', '‖H‖ at init'")
     warnings: list[RunWarning] = Field(
-        default_factory=list, description="the warnings of the points fitted, one per code: how many points and which jobs"
+        default_factory=list,
+        description="the warnings of the points fitted, one per code: how many points and which jobs",
     )
 
 

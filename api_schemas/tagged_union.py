@@ -29,8 +29,12 @@ def tagged_union(members: dict[str, type], key: str, default: str | None = None)
         return tag if isinstance(tag, str) and tag in members else None
 
     tagged = tuple(Annotated[model, Tag(tag)] for tag, model in members.items())
-    discriminator = Discriminator(tag_of, custom_error_type=TAG_ERROR, custom_error_message=message,
-                                  custom_error_context={"discriminator": key, "choices": choices})
+    discriminator = Discriminator(
+        tag_of,
+        custom_error_type=TAG_ERROR,
+        custom_error_message=message,
+        custom_error_context={"discriminator": key, "choices": choices},
+    )
     # Union over a tuple built at run time: no `X | Y` spelling, and ruff's UP007 fix would drop the Union
     return Annotated[Union[tagged], discriminator]  # type: ignore[valid-type]  # noqa: UP007
 

@@ -22,7 +22,11 @@ ONNX_OPERATORS = frozenset(ONNX_OPERATOR_ATTRIBUTES)
 (api_schemas/onnx_operators.py, generated from workers/engine/onnx_ops/, lists each one's attributes)."""
 
 ONNX_CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
-    "BatchNormalization": (3, 4), "Clip": (1, 2), "Pad": (2,), "Resize": (1, 2), "Range": (0, 1, 2),
+    "BatchNormalization": (3, 4),
+    "Clip": (1, 2),
+    "Pad": (2,),
+    "Resize": (1, 2),
+    "Range": (0, 1, 2),
 }
 """Initializer inputs that stay constants, by operator and input index: a batch norm's running mean and variance,
 clamp bounds, a pad value, Resize's roi and scales, Range's bounds (torch exports these from Python numbers)."""
@@ -46,8 +50,11 @@ def trainable_initializers(graph) -> list[tuple[str, list[int]]]:
         for index, name in enumerate(node.input):
             (constant if index in kept else used).add(name)
     frozen = constant - used
-    return [(t.name, [int(d) for d in t.dims]) for t in graph.initializer
-            if t.data_type in FLOAT_ELEMENT_TYPES and len(t.dims) >= 1 and t.name not in frozen]
+    return [
+        (t.name, [int(d) for d in t.dims])
+        for t in graph.initializer
+        if t.data_type in FLOAT_ELEMENT_TYPES and len(t.dims) >= 1 and t.name not in frozen
+    ]
 
 
 def constant_names(graph) -> tuple[set[str], list[bool]]:
@@ -145,8 +152,10 @@ class Model(Resource):
     size: int = Field(description="bytes of the ONNX file")
     parameters: int = Field(description="trainable parameters: elements of the floating-point initializers")
     trainable: list[TrainableTensor] | None = Field(
-        default=None, description="the trainable initializers (name, shape) in graph order, to check against "
-        "the module's parameters; null for models uploaded before this field existed")
+        default=None,
+        description="the trainable initializers (name, shape) in graph order, to check against "
+        "the module's parameters; null for models uploaded before this field existed",
+    )
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     operators: list[str] = Field(description="the ONNX operator types the graph uses, sorted")
@@ -159,4 +168,3 @@ class ModelPage(Resource):
     data: list[Model]
     has_more: bool
     next: str | None = Field(description="opaque cursor for the next page, null on the last page")
-

@@ -31,13 +31,25 @@ from ntklab.localstack import LocalStack
 from store import api_keys
 from store.db import make_engine, make_session_factory
 
-FINISHED_JOB = {"model": {"hidden": [16]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4},
-                "training": {"max_steps": 20, "target_loss": None}, "diagnostics": {"hessian": None, "save_weights": False}}
-LONG_JOB = {"name": "long", "model": {"hidden": [64]}, "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
-            "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.01},
-            "diagnostics": {"kernel": {"schedule": "every", "every": 200}, "hessian": None, "save_weights": False}}
-ENDPOINTS = {"list": re.compile(r"^/v1/jobs$"), "job": re.compile(r"^/v1/jobs/[^/]+$"),
-             "metrics": re.compile(r"^/v1/jobs/[^/]+/metrics$"), "updates": re.compile(r"^/v1/jobs/[^/]+/updates$")}
+FINISHED_JOB = {
+    "model": {"hidden": [16]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4},
+    "training": {"max_steps": 20, "target_loss": None},
+    "diagnostics": {"hessian": None, "save_weights": False},
+}
+LONG_JOB = {
+    "name": "long",
+    "model": {"hidden": [64]},
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+    "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.01},
+    "diagnostics": {"kernel": {"schedule": "every", "every": 200}, "hessian": None, "save_weights": False},
+}
+ENDPOINTS = {
+    "list": re.compile(r"^/v1/jobs$"),
+    "job": re.compile(r"^/v1/jobs/[^/]+$"),
+    "metrics": re.compile(r"^/v1/jobs/[^/]+/metrics$"),
+    "updates": re.compile(r"^/v1/jobs/[^/]+/updates$"),
+}
 INTERVAL_S = 3.0  # the job page's polling interval (service/ui/static/js/views/job.js POLL_MS)
 
 
@@ -89,8 +101,12 @@ def page_requests(url: str, key: str, long_id: str, pages: int, seconds: float) 
 
 def capacity(url: str, key: str, path: str) -> float:
     """Requests/s that `wrk -t1 -c16 -d8s` gets from GET `path`."""
-    out = subprocess.run(["wrk", "-t1", "-c16", "-d8s", "-H", f"X-API-Key: {key}", f"{url}{path}"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["wrk", "-t1", "-c16", "-d8s", "-H", f"X-API-Key: {key}", f"{url}{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 
 
@@ -113,11 +129,17 @@ def main() -> None:
             time.sleep(INTERVAL_S)
             client.post(f"/v1/jobs/{long_id}/cancel")
             wait_for(client, long_id, ("cancelled",))
-            paths = {"list": "/v1/jobs?limit=20", "job": f"/v1/jobs/{long_id}", "metrics": f"/v1/jobs/{long_id}/metrics",
-                     "updates": f"/v1/jobs/{long_id}/updates?since_step={interval_start}"}
+            paths = {
+                "list": "/v1/jobs?limit=20",
+                "job": f"/v1/jobs/{long_id}",
+                "metrics": f"/v1/jobs/{long_id}/metrics",
+                "updates": f"/v1/jobs/{long_id}/updates?since_step={interval_start}",
+            }
             capacities = {kind: capacity(stack.url, key, path) for kind, path in paths.items() if counts[kind]}
-    print(f"{args.pages} open pages ({(args.pages + 1) // 2} Jobs tables, {args.pages // 2} running-job pages) "
-          f"for {args.seconds:.0f} s; capacity by wrk -t1 -c16 -d8s, one API process, auth on\n")
+    print(
+        f"{args.pages} open pages ({(args.pages + 1) // 2} Jobs tables, {args.pages // 2} running-job pages) "
+        f"for {args.seconds:.0f} s; capacity by wrk -t1 -c16 -d8s, one API process, auth on\n"
+    )
     print("| endpoint | page requests/s | API capacity (requests/s) | share of capacity |")
     print("|---|---|---|---|")
     total = 0.0

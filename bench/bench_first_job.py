@@ -34,8 +34,13 @@ import httpx
 
 from ntklab.localstack import clean_env, free_port, wait_until
 
-SMALL_JOB = json.dumps({"model": {"hidden": [64]}, "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
-                        "training": {"max_steps": 50}})
+SMALL_JOB = json.dumps(
+    {
+        "model": {"hidden": [64]},
+        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+        "training": {"max_steps": 50},
+    }
+)
 READY_LINE = "worker process ready"
 POLL_S = 0.01
 
@@ -51,9 +56,13 @@ def timed_job(client: httpx.Client, spec: str) -> dict[str, float]:
     if job["status"] != "succeeded":
         raise RuntimeError(f"job {job['id']} ended {job['status']}: {job.get('error')}")
     stamps = {key: _seconds(job[key]) for key in ("created_at", "started_at", "finished_at")}
-    return {"total": total, "queued": stamps["started_at"] - stamps["created_at"],
-            "run": stamps["finished_at"] - stamps["started_at"], "engine": job["summary"]["wall_time_s"],
-            "phases": job["summary"]["timings"]}
+    return {
+        "total": total,
+        "queued": stamps["started_at"] - stamps["created_at"],
+        "run": stamps["finished_at"] - stamps["started_at"],
+        "engine": job["summary"]["wall_time_s"],
+        "phases": job["summary"]["timings"],
+    }
 
 
 def _seconds(stamp: str) -> float:
@@ -67,8 +76,14 @@ def one_round(when: str, spec: str, threads: int) -> tuple[dict[str, float], dic
         port, log = free_port(), Path(folder) / "up.log"
         env = clean_env({"NTKLAB_AUTH": "off", "NTKLAB_WORKER_THREADS": str(threads)})
         with open(log, "wb") as out:
-            up = subprocess.Popen([str(Path(sys.executable).parent / "ntklab"), "up", "--port", str(port), "--json"],
-                                  cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+            up = subprocess.Popen(
+                [str(Path(sys.executable).parent / "ntklab"), "up", "--port", str(port), "--json"],
+                cwd=folder,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+                start_new_session=True,
+            )
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
                 wait_until(lambda: _answers(client), 120, f"API never answered; see {log}", alive=up)
@@ -111,8 +126,13 @@ def engine_rounds(rounds: int, threads: int, spec: str) -> dict[str, list[list[f
     times: dict[str, list[list[float]]] = {"cold": [], "warm": []}
     for _ in range(rounds):
         for mode in times:
-            done = subprocess.run([sys.executable, "-c", ENGINE_ROUND, str(threads), mode, spec], capture_output=True,
-                                  text=True, check=True, env=os.environ | {"OMP_NUM_THREADS": str(threads)})
+            done = subprocess.run(
+                [sys.executable, "-c", ENGINE_ROUND, str(threads), mode, spec],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=os.environ | {"OMP_NUM_THREADS": str(threads)},
+            )
             times[mode].append(json.loads(done.stdout))
     return times
 
@@ -132,20 +152,29 @@ def main() -> None:
         print("|---|---|---|---|")
         for mode, runs in engine_rounds(args.rounds, args.engine, spec).items():
             firsts, seconds = [first for first, _ in runs], [second for _, second in runs]
-            print(f"| {mode} | {statistics.median(firsts):.2f} | {statistics.median(seconds):.2f} | "
-                  f"{', '.join(f'{a:.2f}/{b:.2f}' for a, b in runs)} |")
+            print(
+                f"| {mode} | {statistics.median(firsts):.2f} | {statistics.median(seconds):.2f} | "
+                f"{', '.join(f'{a:.2f}/{b:.2f}' for a, b in runs)} |"
+            )
         return
     rounds = [one_round(args.when, spec, args.threads) for _ in range(args.rounds)]
-    print(f"job: {spec}; submitted when: {args.when}; worker threads: {args.threads or 'default'}; "
-          f"{args.rounds} fresh `ntklab up`")
-    print("| job | POST→succeeded median (s) | all rounds (s) | queued median (s) | run median (s) | engine median (s) |")
+    print(
+        f"job: {spec}; submitted when: {args.when}; worker threads: {args.threads or 'default'}; "
+        f"{args.rounds} fresh `ntklab up`"
+    )
+    print(
+        "| job | POST→succeeded median (s) | all rounds (s) | queued median (s) | run median (s) | engine median (s) |"
+    )
     print("|---|---|---|---|---|---|")
     for index, label in enumerate(("first", "second")):
         times = [round_[index] for round_ in rounds]
         totals = [t["total"] for t in times]
         medians = [statistics.median(t[key] for t in times) for key in ("queued", "run", "engine")]
-        print(f"| {label} | {statistics.median(totals):.2f} | {', '.join(f'{t:.2f}' for t in totals)} | "
-              + " | ".join(f"{median:.2f}" for median in medians) + " |")
+        print(
+            f"| {label} | {statistics.median(totals):.2f} | {', '.join(f'{t:.2f}' for t in totals)} | "
+            + " | ".join(f"{median:.2f}" for median in medians)
+            + " |"
+        )
     print(json.dumps(rounds))
 
 

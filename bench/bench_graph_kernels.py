@@ -52,8 +52,9 @@ def dense(fan_in: int, out: int, scaled: bool) -> nn.Module:
 
 def conv(c_in: int, c_out: int, k: int, stride: int, padding: int, scaled: bool) -> nn.Module:
     if scaled:
-        return ScaledConv2d(c_in, c_out, k, stride=stride, padding=padding, bias=True,
-                            weight_multiplier=1 / math.sqrt(c_in * k * k))
+        return ScaledConv2d(
+            c_in, c_out, k, stride=stride, padding=padding, bias=True, weight_multiplier=1 / math.sqrt(c_in * k * k)
+        )
     return nn.Conv2d(c_in, c_out, k, stride=stride, padding=padding)
 
 
@@ -103,7 +104,9 @@ class VGG(nn.Module):
     def __init__(self, *, widths=(16, 32), hidden=64, out=10, scaled=True) -> None:
         super().__init__()
         a, b = widths
-        self.convs = nn.ModuleList([conv(c_in, c_out, 3, 1, 1, scaled) for c_in, c_out in ((1, a), (a, a), (a, b), (b, b))])
+        self.convs = nn.ModuleList(
+            [conv(c_in, c_out, 3, 1, 1, scaled) for c_in, c_out in ((1, a), (a, a), (a, b), (b, b))]
+        )
         self.fc, self.readout = dense(4 * b, hidden, scaled), dense(hidden, out, scaled)
         self.head = "identity"
 
@@ -244,8 +247,17 @@ def kernel_table(args) -> None:
                 if "check" in r:
                     notes.append(f"vs jacobian {r['check']:.1e}")
                 ratio = f"{reference / r['seconds']:.1f}×" if reference else "—"
-                print_row(LABELS[name], n, f"{p:,}", method, f"{r['seconds']:.3f}", ratio, f"{r['peak_mb']:.0f}", gflop,
-                          "; ".join(notes))
+                print_row(
+                    LABELS[name],
+                    n,
+                    f"{p:,}",
+                    method,
+                    f"{r['seconds']:.3f}",
+                    ratio,
+                    f"{r['peak_mb']:.0f}",
+                    gflop,
+                    "; ".join(notes),
+                )
 
 
 def main() -> None:

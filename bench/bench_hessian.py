@@ -53,18 +53,37 @@ HESSIAN = {"at": ["init", "final"], "probe_points": 4}
 
 def jobs() -> dict[str, tuple[dict, int]]:
     """name -> (job document, the old fixed step count)."""
-    table1 = next(point.spec for point in expand_grid(table1_hessian("cpu").base, table1_hessian("cpu").grid)
-                  if point.values["name"] == "linear head" and point.values["model.hidden"] == [10_000]
-                  and point.values["seed"] == 0)
+    table1 = next(
+        point.spec
+        for point in expand_grid(table1_hessian("cpu").base, table1_hessian("cpu").grid)
+        if point.values["name"] == "linear head"
+        and point.values["model.hidden"] == [10_000]
+        and point.values["seed"] == 0
+    )
     return {
         "quickstart": (json.loads((ROOT / "examples" / "quickstart.json").read_text()), 32),
-        "resnet": ({"seed": 0, "data": DIGITS,
-                    "model": {"kind": "resnet", "block": "conv", "hidden": [8], "blocks": 2, "output_dim": 10},
-                    "training": {"optimizer": "gd", "max_steps": 200, "target_loss": None},
-                    "diagnostics": {"kernel": {"points": 20}, "hessian": HESSIAN}, "device": "cpu"}, 32),
-        "cnn10": ({"seed": 0, "data": DIGITS, "model": {"kind": "cnn", "hidden": [8, 8], "output_dim": 10},
-                   "training": {"max_steps": 200, "target_loss": None},
-                   "diagnostics": {"kernel": {"points": 20}, "hessian": HESSIAN}, "device": "cpu"}, 32),
+        "resnet": (
+            {
+                "seed": 0,
+                "data": DIGITS,
+                "model": {"kind": "resnet", "block": "conv", "hidden": [8], "blocks": 2, "output_dim": 10},
+                "training": {"optimizer": "gd", "max_steps": 200, "target_loss": None},
+                "diagnostics": {"kernel": {"points": 20}, "hessian": HESSIAN},
+                "device": "cpu",
+            },
+            32,
+        ),
+        "cnn10": (
+            {
+                "seed": 0,
+                "data": DIGITS,
+                "model": {"kind": "cnn", "hidden": [8, 8], "output_dim": 10},
+                "training": {"max_steps": 200, "target_loss": None},
+                "diagnostics": {"kernel": {"points": 20}, "hessian": HESSIAN},
+                "device": "cpu",
+            },
+            32,
+        ),
         "table1": (table1.model_dump(mode="json"), table1.diagnostics.hessian.iterations),
     }
 
@@ -110,8 +129,17 @@ def sequential_fixed_steps(net, x_probe, *, of: str, top_k: int, iterations: int
             with torch.no_grad():
                 return jvp(lambda w: gradient(w, x_i, u), (model.w,), (vectors[0],))[1][None]
 
-        ritz += lanczos_many(matvec, 1, model.dim, steps=iterations, top_k=top_k, tolerance=0.0,
-                             dtype=model.w.dtype, device=model.w.device, generator=generator)
+        ritz += lanczos_many(
+            matvec,
+            1,
+            model.dim,
+            steps=iterations,
+            top_k=top_k,
+            tolerance=0.0,
+            dtype=model.w.dtype,
+            device=model.w.device,
+            generator=generator,
+        )
     return report(runs, ritz, grad_norms, "lanczos")
 
 
@@ -140,23 +168,43 @@ def whole_job(spec: JobSpec, hessian_function) -> dict:
     finally:
         engine_run.model_hessian = model_hessian
     timings = summary.get("timings") or {}
-    return {"wall": time.perf_counter() - started, "hessian": timings.get("hessian"), "training": timings.get("training")}
+    return {
+        "wall": time.perf_counter() - started,
+        "hessian": timings.get("hessian"),
+        "training": timings.get("training"),
+    }
 
 
 def bench(name: str, document: dict, old_steps: int, args) -> dict:
     spec = JobSpec.model_validate({**document, "device": args.device})
     h = spec.diagnostics.hessian
     net, x = network_at_init(spec, args.device)
-    old_seconds, old = median_seconds(lambda: old_model_hessian(net, x, top_k=h.top_k, iterations=old_steps), args.repeats)
-    new_seconds, new = median_seconds(lambda: model_hessian(net, x, top_k=h.top_k, iterations=h.iterations,
-                                                            tolerance=h.tolerance), args.repeats)
-    row = {"job": name, "p": sum(t.numel() for t in net.parameters() if t.requires_grad),
-           "runs": len(x) * len(new.norms[0]), "old_s": old_seconds, "new_s": new_seconds,
-           "old_hvps": old.hvps, "new_hvps": new.hvps, "method": new.methods[0][0],
-           "agreement": abs(new.norm - old.norm) / new.norm, "bound": new.norm_bound / new.norm}
+    old_seconds, old = median_seconds(
+        lambda: old_model_hessian(net, x, top_k=h.top_k, iterations=old_steps), args.repeats
+    )
+    new_seconds, new = median_seconds(
+        lambda: model_hessian(net, x, top_k=h.top_k, iterations=h.iterations, tolerance=h.tolerance), args.repeats
+    )
+    row = {
+        "job": name,
+        "p": sum(t.numel() for t in net.parameters() if t.requires_grad),
+        "runs": len(x) * len(new.norms[0]),
+        "old_s": old_seconds,
+        "new_s": new_seconds,
+        "old_hvps": old.hvps,
+        "new_hvps": new.hvps,
+        "method": new.methods[0][0],
+        "agreement": abs(new.norm - old.norm) / new.norm,
+        "bound": new.norm_bound / new.norm,
+    }
     if args.jobs_too:
-        old_spec = spec.model_copy(update={"diagnostics": spec.diagnostics.model_copy(
-            update={"hessian": h.model_copy(update={"iterations": old_steps, "tolerance": 0.0})})})
+        old_spec = spec.model_copy(
+            update={
+                "diagnostics": spec.diagnostics.model_copy(
+                    update={"hessian": h.model_copy(update={"iterations": old_steps, "tolerance": 0.0})}
+                )
+            }
+        )
         row["job_old"] = whole_job(old_spec, old_model_hessian)
         row["job_new"] = whole_job(spec, model_hessian)
     print(json.dumps(row), file=sys.stderr)
@@ -164,19 +212,45 @@ def bench(name: str, document: dict, old_steps: int, args) -> dict:
 
 
 def table(rows: list[dict], args) -> str:
-    head = ["job", "p", "runs", "method", "old HVPs", "new HVPs", "old (s)", "new (s)", "old / new",
-            "‖H‖ old vs new", "new bound / ‖H‖"]
+    head = [
+        "job",
+        "p",
+        "runs",
+        "method",
+        "old HVPs",
+        "new HVPs",
+        "old (s)",
+        "new (s)",
+        "old / new",
+        "‖H‖ old vs new",
+        "new bound / ‖H‖",
+    ]
     if args.jobs_too:
         head += ["job old (s)", "job new (s)", "job old / new", "Hessian in job old → new (s)", "training in job (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["job"], f"{r['p']:,}", str(r["runs"]), r["method"], str(r["old_hvps"]), str(r["new_hvps"]),
-                 f"{r['old_s']:.3f}", f"{r['new_s']:.3f}", f"{r['old_s'] / r['new_s']:.1f}×",
-                 f"{r['agreement']:.1e}", f"{r['bound']:.1e}"]
+        cells = [
+            r["job"],
+            f"{r['p']:,}",
+            str(r["runs"]),
+            r["method"],
+            str(r["old_hvps"]),
+            str(r["new_hvps"]),
+            f"{r['old_s']:.3f}",
+            f"{r['new_s']:.3f}",
+            f"{r['old_s'] / r['new_s']:.1f}×",
+            f"{r['agreement']:.1e}",
+            f"{r['bound']:.1e}",
+        ]
         if args.jobs_too:
             old, new = r["job_old"], r["job_new"]
-            cells += [f"{old['wall']:.2f}", f"{new['wall']:.2f}", f"{old['wall'] / new['wall']:.1f}×",
-                      f"{old['hessian'] or 0:.2f} → {new['hessian'] or 0:.2f}", f"{new['training'] or 0:.2f}"]
+            cells += [
+                f"{old['wall']:.2f}",
+                f"{new['wall']:.2f}",
+                f"{old['wall'] / new['wall']:.1f}×",
+                f"{old['hessian'] or 0:.2f} → {new['hessian'] or 0:.2f}",
+                f"{new['training'] or 0:.2f}",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -192,8 +266,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     specs = jobs()
     rows = [bench(name, *specs[name], args) for name in args.jobs.split(",")]
-    print(f"\n## Model Hessian: old (sequential, fixed steps) vs new (batched, certified); "
-          f"{args.device}, {args.threads} torch threads, Hessian phase = median of {args.repeats} at w₀\n")
+    print(
+        f"\n## Model Hessian: old (sequential, fixed steps) vs new (batched, certified); "
+        f"{args.device}, {args.threads} torch threads, Hessian phase = median of {args.repeats} at w₀\n"
+    )
     print(table(rows, args))
 
 

@@ -66,7 +66,13 @@ def timed(call, repeats: int):
 def estimate(net, x, y, probes: int, steps: int):
     operator = loss_hessian_operator(net, x, y, "mse")
     quadrature = stochastic_lanczos_quadrature(
-        operator, operator.dim, probes=probes, steps=steps, batch=probes, dtype=torch.float64, device="cpu",
+        operator,
+        operator.dim,
+        probes=probes,
+        steps=steps,
+        batch=probes,
+        dtype=torch.float64,
+        device="cpu",
         generator=torch.Generator().manual_seed(0),
     )
     return quadrature, operator.calls
@@ -78,8 +84,16 @@ def spectrum_table(args) -> None:
     print_head(
         f"Hessian spectrum: the loss Hessian of an mse mlp (d={D}, n={N}, O={O}, float64), "
         f"median of {repeats} call(s), {args.threads} thread(s)",
-        ["network", "p", "dense hessian + eigvalsh (s)", f"Hutchinson {TRACE_PROBES} HVPs (s)", "trace error / se",
-         f"SLQ {PROBES}×{STEPS} HVPs (s)", "× vs dense", "moments 1–4 max rel. error"],
+        [
+            "network",
+            "p",
+            "dense hessian + eigvalsh (s)",
+            f"Hutchinson {TRACE_PROBES} HVPs (s)",
+            "trace error / se",
+            f"SLQ {PROBES}×{STEPS} HVPs (s)",
+            "× vs dense",
+            "moments 1–4 max rel. error",
+        ],
     )
     for hidden in WIDTHS:
         net, x, y = problem(hidden)
@@ -90,8 +104,16 @@ def spectrum_table(args) -> None:
         exact = [float(np.mean(eigenvalues**r)) for r in range(1, 5)]
         moment_error = max(abs(m / e - 1) for m, e in zip(slq.moments(), exact))
         z = (trace.trace() - float(eigenvalues.sum())) / trace.trace_standard_error()
-        print_row(f"mlp {hidden}", f"{p:,}", f"{dense_s:.3f}", f"{trace_s:.3f}", f"{z:+.1f}", f"{slq_s:.3f} ({hvps})",
-                  f"{dense_s / slq_s:.1f}×", f"{moment_error:.2f}")
+        print_row(
+            f"mlp {hidden}",
+            f"{p:,}",
+            f"{dense_s:.3f}",
+            f"{trace_s:.3f}",
+            f"{z:+.1f}",
+            f"{slq_s:.3f} ({hvps})",
+            f"{dense_s / slq_s:.1f}×",
+            f"{moment_error:.2f}",
+        )
 
 
 def main() -> None:

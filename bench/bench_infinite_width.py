@@ -53,10 +53,21 @@ def networks(quick: bool) -> list[tuple[str, ModelSpec, tuple[int, ...]]]:
     out = []
     for activation in ("relu", "tanh"):
         for depth in depths:
-            out.append((f"mlp {activation} ×{depth}", ModelSpec(hidden=[1024] * depth, activation=activation, output_dim=1), (16,)))
+            out.append(
+                (
+                    f"mlp {activation} ×{depth}",
+                    ModelSpec(hidden=[1024] * depth, activation=activation, output_dim=1),
+                    (16,),
+                )
+            )
     for depth in depths[:2] if quick else depths[:3]:
-        out.append((f"cnn relu gap ×{depth}", ModelSpec(kind="cnn", hidden=[128] * depth, activation="relu", output_dim=1,
-                                                         input_shape=[1, 8, 8]), (64,)))
+        out.append(
+            (
+                f"cnn relu gap ×{depth}",
+                ModelSpec(kind="cnn", hidden=[128] * depth, activation="relu", output_dim=1, input_shape=[1, 8, 8]),
+                (64,),
+            )
+        )
     return out
 
 
@@ -99,8 +110,10 @@ PEER_MODEL = ModelSpec(kind="cnn", hidden=[128] * 3, activation="relu", output_d
 
 def peer_row(nt_python: str, threads: int, repeats: int) -> None:
     """ntklab's Θ∞ of PEER_MODEL on n = 64 points against neural-tangents', interleaved (module docstring)."""
-    print(f"\n## Infinite-width NTK of a relu CNN 3×conv, GAP, 8×8, n = 64, float64: ntklab vs neural-tangents, "
-          f"median of {repeats} interleaved calls, {threads} thread(s)\n")
+    print(
+        f"\n## Infinite-width NTK of a relu CNN 3×conv, GAP, 8×8, n = 64, float64: ntklab vs neural-tangents, "
+        f"median of {repeats} interleaved calls, {threads} thread(s)\n"
+    )
     if not Path(nt_python).exists():
         print(f"skipped: no neural-tangents bench environment at {nt_python} (see bench/peers_nt_infinite_cnn.py)")
         return
@@ -108,9 +121,20 @@ def peer_row(nt_python: str, threads: int, repeats: int) -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
         np.save(f"{folder}/x.npy", x.numpy())
-        command = [nt_python, str(Path(__file__).with_name("peers_nt_infinite_cnn.py")), "--inputs", f"{folder}/x.npy",
-                   "--out", f"{folder}/theta.npy", "--threads", str(threads), "--serve"]
-        with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as peer:
+        command = [
+            nt_python,
+            str(Path(__file__).with_name("peers_nt_infinite_cnn.py")),
+            "--inputs",
+            f"{folder}/x.npy",
+            "--out",
+            f"{folder}/theta.npy",
+            "--threads",
+            str(threads),
+            "--serve",
+        ]
+        with subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        ) as peer:
             ready = _reply(peer)
             if ready is None:
                 print(f"skipped: {nt_python} could not run neural-tangents (jax 0.4.23)")
@@ -129,10 +153,15 @@ def peer_row(nt_python: str, threads: int, repeats: int) -> None:
         reference = torch.from_numpy(np.load(f"{folder}/theta.npy"))
     difference = ((theta - reference).abs().max() / reference.abs().max()).item()
     mine, peers = statistics.median(ours), statistics.median(theirs)
-    print("| ntklab Θ∞ (s) | neural-tangents (s) | ratio ntklab / nt | max |ΔΘ| / max |Θ| | nt jit warm-up (s) | load average before → after |")
+    print(
+        "| ntklab Θ∞ (s) | neural-tangents (s) | ratio ntklab / nt | max |ΔΘ| / max |Θ| | nt jit warm-up (s) | load average before → after |"
+    )
     print("|---|---|---|---|---|---|")
-    print(f"| {mine:.3f} | {peers:.3f} | {mine / peers:.2f} | {difference:.1e} | {ready['warmup_seconds']:.1f} | "
-          f"{load_before[0]:.1f} → {os.getloadavg()[0]:.1f} |", flush=True)
+    print(
+        f"| {mine:.3f} | {peers:.3f} | {mine / peers:.2f} | {difference:.1e} | {ready['warmup_seconds']:.1f} | "
+        f"{load_before[0]:.1f} → {os.getloadavg()[0]:.1f} |",
+        flush=True,
+    )
 
 
 def _reply(peer: subprocess.Popen) -> dict | None:

@@ -111,7 +111,10 @@ def measure(root: Path, specs: list[dict], repeats: int, threads: int) -> dict:
     """One fresh interpreter on the code under `root`: the median call's wall time and timings (summed over specs)."""
     code = CHILD.format(threads=threads, repeats=repeats)
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(specs)], cwd=root, capture_output=True, text=True,
+        [sys.executable, "-c", code, json.dumps(specs)],
+        cwd=root,
+        capture_output=True,
+        text=True,
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
     )
     if done.returncode:
@@ -120,7 +123,17 @@ def measure(root: Path, specs: list[dict], repeats: int, threads: int) -> dict:
 
 
 def table(rows: list[tuple[str, dict, dict | None]]) -> str:
-    head = ["job", "steps", *PHASES, "Σ phases", "wall (s)", "warnings", "baseline wall (s)", "baseline warnings", "old / new"]
+    head = [
+        "job",
+        "steps",
+        *PHASES,
+        "Σ phases",
+        "wall (s)",
+        "warnings",
+        "baseline wall (s)",
+        "baseline warnings",
+        "old / new",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for job, new, old in rows:
         timings = new["timings"] or {}
@@ -130,8 +143,11 @@ def table(rows: list[tuple[str, dict, dict | None]]) -> str:
         lines.append(f"| {job} | " + " | ".join(cells) + " |")
         if old and old["timings"]:
             phases = [f"{old['timings'].get(phase, 0.0):.2f}" for phase in PHASES]
-            lines.append(f"| {job} (baseline) | {old['steps']} | " + " | ".join(phases)
-                         + f" | {sum(old['timings'].values()):.2f} | {old['wall']:.2f} | {codes(old)} | — | — | — |")
+            lines.append(
+                f"| {job} (baseline) | {old['steps']} | "
+                + " | ".join(phases)
+                + f" | {sum(old['timings'].values()):.2f} | {old['wall']:.2f} | {codes(old)} | — | — | — |"
+            )
     return "\n".join(lines)
 
 
@@ -141,10 +157,18 @@ def codes(measured: dict) -> str:
 
 
 STEP_CASES = (
-    ("quickstart mlp [512] swish, O = 2, n = 32",
-     dict(hidden=[512], activation="tanh", output_activation="swish", output_dim=2, bias=False), (16,), 32),
-    ("cnn [8, 8] softmax, O = 10, n = 16", dict(kind="cnn", hidden=[8, 8], output_activation="softmax", output_dim=10),
-     (1, 8, 8), 16),
+    (
+        "quickstart mlp [512] swish, O = 2, n = 32",
+        dict(hidden=[512], activation="tanh", output_activation="swish", output_dim=2, bias=False),
+        (16,),
+        32,
+    ),
+    (
+        "cnn [8, 8] softmax, O = 10, n = 16",
+        dict(kind="cnn", hidden=[8, 8], output_activation="softmax", output_dim=10),
+        (1, 8, 8),
+        16,
+    ),
 )
 
 
@@ -174,7 +198,10 @@ def step_cost_table(repeats: int, threads: int) -> str:
         kernels = {"outputs": outputs_kernel(K_logits, logits, net.head), "logits": K_logits}
         return kernels, linearization_errors(net, x, w0, trainable_parameters(net), logits=logits)
 
-    lines = ["| network, probe set | before (ms / step) | after (ms / step) | ratio | ‖ΔK‖/‖K‖ |", "|---|---|---|---|---|"]
+    lines = [
+        "| network, probe set | before (ms / step) | after (ms / step) | ratio | ‖ΔK‖/‖K‖ |",
+        "|---|---|---|---|---|",
+    ]
     for label, fields, shape, n in STEP_CASES:
         net = build_network(ModelSpec(**fields), shape, seed=0)
         x = torch.randn(n, *shape, generator=torch.Generator().manual_seed(0))
@@ -183,7 +210,9 @@ def step_cost_table(repeats: int, threads: int) -> str:
             for p in trainable_parameters(net).values():
                 p.add_(0.01 * torch.randn_like(p))
         old_kernels, new_kernels = before(net, x, w0)[0], after(net, x, w0)[0]
-        difference = max(float((old_kernels[of] - new_kernels[of]).norm() / old_kernels[of].norm()) for of in old_kernels)
+        difference = max(
+            float((old_kernels[of] - new_kernels[of]).norm() / old_kernels[of].norm()) for of in old_kernels
+        )
         seconds: dict[str, list[float]] = {"before": [], "after": []}
         for _ in range(repeats):
             for name, step in (("before", before), ("after", after)):

@@ -61,8 +61,13 @@ def method_rows(quick: bool) -> list[dict]:
     rows = [
         dict(name="MLP 64-1024³-1 tanh", net="mlp", fields=dict(mlp, output_dim=1), shape=[64], n=256),
         dict(name="MLP 64-1024³-10 tanh", net="mlp", fields=dict(mlp, output_dim=10), shape=[64], n=256),
-        dict(name="CNN 3×conv 32, GAP, O=10 (digits 8×8)", net="cnn",
-             fields=dict(kind="cnn", hidden=[32] * 3, activation="relu", output_dim=10), shape=[1, 8, 8], n=128),
+        dict(
+            name="CNN 3×conv 32, GAP, O=10 (digits 8×8)",
+            net="cnn",
+            fields=dict(kind="cnn", hidden=[32] * 3, activation="relu", output_dim=10),
+            shape=[1, 8, 8],
+            n=128,
+        ),
         dict(name="ViT block (2×2 patches, pre-LN attention, MLP), O=10", net="vit", shape=[1, 8, 8], n=64),
     ]
     return [dict(row, n=row["n"] // 2) for row in rows] if quick else rows
@@ -87,8 +92,11 @@ def run_method_row(row: dict, repeats: int, threads: int, max_seconds: float, ma
     torch.set_num_threads(threads)
     net, x = method_row_network(row), method_row_inputs(row, row["n"])
     costs = kernel_costs(net, x, of="logits")
-    skipped = {m: f"not run: cost model {c.flops / 1e9:.0f} GFLOP, {c.memory / 2**30:.1f} GB"
-               for m, c in costs.items() if c.memory > max_gb * 2**30 or c.flops / FLOPS_PER_SECOND > max_seconds}
+    skipped = {
+        m: f"not run: cost model {c.flops / 1e9:.0f} GFLOP, {c.memory / 2**30:.1f} GB"
+        for m, c in costs.items()
+        if c.memory > max_gb * 2**30 or c.flops / FLOPS_PER_SECOND > max_seconds
+    }
     run = [m for m in (*KERNEL_METHODS, "auto") if m not in skipped]
     for method in run:
         tangent_kernel(net, x, method=method, of="logits")
@@ -100,18 +108,32 @@ def run_method_row(row: dict, repeats: int, threads: int, max_seconds: float, ma
             tangent_kernel(net, x, method=method, of="logits")
             times[method].append(time.perf_counter() - start)
             cpu[method].append(time.process_time() - start_cpu)
-    return dict(seconds={m: statistics.median(t) for m, t in times.items()},
-                cpu={m: statistics.median(t) for m, t in cpu.items()}, skipped=skipped,
-                picked=resolve_method(net, "auto", x, of="logits"),
-                gflop={m: c.flops / 1e9 for m, c in costs.items()})
+    return dict(
+        seconds={m: statistics.median(t) for m, t in times.items()},
+        cpu={m: statistics.median(t) for m, t in cpu.items()},
+        skipped=skipped,
+        picked=resolve_method(net, "auto", x, of="logits"),
+        gflop={m: c.flops / 1e9 for m, c in costs.items()},
+    )
 
 
 def methods_table(args) -> None:
     repeats = 5
-    print_head(f"Kernel methods and auto, interleaved: median of {repeats} rounds, {args.threads} thread(s), float32, "
-               "kernel of the logits",
-               ["network", "n", "structured s (CPU s)", "jacobian s (CPU s)", "ntk_vp s (CPU s)", "auto s (CPU s)",
-                "auto picked", "auto / fastest (CPU)", "cost model GFLOP s / j / v"])
+    print_head(
+        f"Kernel methods and auto, interleaved: median of {repeats} rounds, {args.threads} thread(s), float32, "
+        "kernel of the logits",
+        [
+            "network",
+            "n",
+            "structured s (CPU s)",
+            "jacobian s (CPU s)",
+            "ntk_vp s (CPU s)",
+            "auto s (CPU s)",
+            "auto picked",
+            "auto / fastest (CPU)",
+            "cost model GFLOP s / j / v",
+        ],
+    )
     for row in method_rows(args.quick):
         payload = dict(row=row, repeats=repeats, threads=args.threads, max_seconds=args.max_seconds, max_gb=args.max_gb)
         r = measure_in_subprocess("bench.bench_kernels", dict(methods=payload), timeout=1800)
@@ -122,8 +144,15 @@ def methods_table(args) -> None:
         cell = lambda m: f"{seconds[m]:.3f} ({cpu[m]:.3f})" if m in seconds else r["skipped"][m]  # noqa: E731
         ratio = lambda t: t["auto"] / min(t[m] for m in KERNEL_METHODS if m in t)  # noqa: E731
         gflop = " / ".join(f"{r['gflop'][m]:.1f}" for m in KERNEL_METHODS)
-        print_row(row["name"], row["n"], *(cell(m) for m in KERNEL_METHODS), cell("auto"), r["picked"],
-                  f"{ratio(seconds):.2f} ({ratio(cpu):.2f})", gflop)
+        print_row(
+            row["name"],
+            row["n"],
+            *(cell(m) for m in KERNEL_METHODS),
+            cell("auto"),
+            r["picked"],
+            f"{ratio(seconds):.2f} ({ratio(cpu):.2f})",
+            gflop,
+        )
 
 
 def cells(quick: bool) -> list[dict]:
@@ -172,7 +201,9 @@ def torch_nn_copy(net) -> torch.nn.Module:
     for stage in net.stages:
         layer = stage.layer
         if hasattr(layer, "kernel_size"):
-            copy = torch.nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding)
+            copy = torch.nn.Conv2d(
+                layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding
+            )
         else:
             copy = torch.nn.Linear(layer.in_features, layer.out_features)
         modules += [copy, torch.nn.ReLU()]
@@ -235,7 +266,9 @@ def run_cell(cell: dict, method: str, repeats: int, threads: int) -> dict:
 
 
 def measure(cell: dict, method: str, repeats: int, threads: int, timeout: float) -> dict:
-    return measure_in_subprocess("bench.bench_kernels", dict(cell=cell, method=method, repeats=repeats, threads=threads), timeout)
+    return measure_in_subprocess(
+        "bench.bench_kernels", dict(cell=cell, method=method, repeats=repeats, threads=threads), timeout
+    )
 
 
 def measure_in_subprocess(module: str, payload: dict, timeout: float) -> dict:
@@ -243,7 +276,9 @@ def measure_in_subprocess(module: str, payload: dict, timeout: float) -> dict:
     try:
         done = subprocess.run(
             [sys.executable, "-m", module, "--cell", json.dumps(payload)],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return dict(error=f"timed out after {timeout:.0f} s")
@@ -268,15 +303,21 @@ def kernel_table(args) -> None:
             if bytes_ > args.max_gb * 2**30 or seconds > args.max_seconds:
                 results[method] = dict(skipped=f"skipped: est. {bytes_ / 2**30:.1f} GB, {seconds:.0f} s per call")
                 continue
-            results[method] = measure(cell, method, repeats, args.threads, timeout=60 + 10 * (repeats + 1) * max(seconds, 1))
+            results[method] = measure(
+                cell, method, repeats, args.threads, timeout=60 + 10 * (repeats + 1) * max(seconds, 1)
+            )
         reference = results["jacobian"].get("seconds")
         for method, r in results.items():
             if "seconds" in r:
                 ratio = f"{reference / r['seconds']:.1f}×" if reference else "—"
                 note = f"agrees with ours to {r['check']:.1e}" if "check" in r else ""
-                print(f"| {label(cell)} | {cell['n']} | {p:,} | {method} | {r['seconds']:.3f} | {ratio} | {r['peak_mb']:.0f} | {note} |")
+                print(
+                    f"| {label(cell)} | {cell['n']} | {p:,} | {method} | {r['seconds']:.3f} | {ratio} | {r['peak_mb']:.0f} | {note} |"
+                )
             else:
-                print(f"| {label(cell)} | {cell['n']} | {p:,} | {method} | — | — | — | {r.get('skipped') or r.get('error')} |")
+                print(
+                    f"| {label(cell)} | {cell['n']} | {p:,} | {method} | — | — | — | {r.get('skipped') or r.get('error')} |"
+                )
         sys.stdout.flush()
 
 
@@ -287,11 +328,21 @@ def lanczos_table(args) -> None:
     nets = [
         ("mlp d=100 [512] tanh, linear head", dict(hidden=[512], activation="tanh", output_dim=1), (100,)),
         ("mlp d=100 [4096] tanh, linear head", dict(hidden=[4096], activation="tanh", output_dim=1), (100,)),
-        ("mlp d=100 [4096] tanh, swish head", dict(hidden=[4096], activation="tanh", output_dim=1, output_activation="swish"), (100,)),
+        (
+            "mlp d=100 [4096] tanh, swish head",
+            dict(hidden=[4096], activation="tanh", output_dim=1, output_activation="swish"),
+            (100,),
+        ),
         ("mlp d=100 [512]×2 gelu, linear head", dict(hidden=[512, 512], activation="gelu", output_dim=1), (100,)),
-        ("cnn digits [32,32] softplus, softmax head", dict(CNN_SPEC, activation="softplus", output_activation="softmax"), (1, 8, 8)),
+        (
+            "cnn digits [32,32] softplus, softmax head",
+            dict(CNN_SPEC, activation="softplus", output_activation="softmax"),
+            (1, 8, 8),
+        ),
     ]
-    print(f"\n## Lanczos: Hessian-vector products to reach 1e-4 relative of the value at {steps[-1]} steps (float32, worst of {points} points, output 0)\n")
+    print(
+        f"\n## Lanczos: Hessian-vector products to reach 1e-4 relative of the value at {steps[-1]} steps (float32, worst of {points} points, output 0)\n"
+    )
     print("| network | p | ‖H‖ at k_max | HVPs to 1e-4 | rel. error at 20 | at 40 | s per HVP |")
     print("|---|---|---|---|---|---|---|")
     for name, fields, shape in nets:
@@ -305,8 +356,14 @@ def lanczos_table(args) -> None:
             history = []
             for k in steps:
                 start = time.perf_counter()
-                top = lanczos_top_eigenvalues(matvec, f.dim, iterations=k, dtype=f.w.dtype, device="cpu",
-                                              generator=torch.Generator().manual_seed(0))
+                top = lanczos_top_eigenvalues(
+                    matvec,
+                    f.dim,
+                    iterations=k,
+                    dtype=f.w.dtype,
+                    device="cpu",
+                    generator=torch.Generator().manual_seed(0),
+                )
                 seconds.append((time.perf_counter() - start) / k)
                 history.append(abs(top[0]))
             converged = history[-1]
@@ -315,8 +372,10 @@ def lanczos_table(args) -> None:
             worst_needed = max(worst_needed, (max(bad) + 2) if bad else steps[0])
             errors_20.append(errors[steps.index(20)])
             errors_40.append(errors[steps.index(40)])
-        print(f"| {name} | {f.w.numel():,} | {converged:.4g} | {worst_needed} | {max(errors_20):.1e} | "
-              f"{max(errors_40):.1e} | {statistics.median(seconds):.4f} |")
+        print(
+            f"| {name} | {f.w.numel():,} | {converged:.4g} | {worst_needed} | {max(errors_20):.1e} | "
+            f"{max(errors_40):.1e} | {statistics.median(seconds):.4f} |"
+        )
         sys.stdout.flush()
 
 

@@ -33,14 +33,20 @@ def chain(n: int):
         nodes.append(helper.make_node("Add", [previous, f"b{i}"], [f"h{i}"]))
         previous = f"h{i}"
     nodes.append(helper.make_node("Identity", [previous], ["y"]))
-    return helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
-                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])], initializers)
+    return helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        initializers,
+    )
 
 
 def seconds_to_convert(n: int, repeats: int) -> float:
     graph = chain(n)
-    spec = ModelSpec.model_validate({"kind": "onnx", "id": "mdl_" + "0" * 32,
-                                     "stored": {"parameters": 3 * n, "input_shape": [3], "output_dim": 3}})
+    spec = ModelSpec.model_validate(
+        {"kind": "onnx", "id": "mdl_" + "0" * 32, "stored": {"parameters": 3 * n, "input_shape": [3], "output_dim": 3}}
+    )
     times = []
     for _ in range(repeats):
         began = time.perf_counter()
@@ -54,8 +60,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 20000, 40000])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print_head("Converting an ONNX model: time against initializers (median of "
-               f"{args.repeats})", ["initializers (= nodes)", "seconds", "µs per initializer", "ratio to the smallest"])
+    print_head(
+        f"Converting an ONNX model: time against initializers (median of {args.repeats})",
+        ["initializers (= nodes)", "seconds", "µs per initializer", "ratio to the smallest"],
+    )
     first = None
     for n in args.sizes:
         seconds = seconds_to_convert(n, args.repeats)

@@ -27,9 +27,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", default="curvature,ntk")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads; 1 because two, on a shared and oversubscribed machine, made every "
-                             "implementation about 10× slower and the ratios noise")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads; 1 because two, on a shared and oversubscribed machine, made every "
+        "implementation about 10× slower and the ratios noise",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tables = args.tables.split(",")
@@ -37,15 +41,21 @@ def main() -> None:
     if "curvature" in tables:
         from bench.peers.curvature import CURVATURE_COLUMNS, curvature_rows
 
-        print_head(f"Peers: loss-Hessian curvature, float32, median of {args.repeats} interleaved rounds, "
-                   f"{args.threads} thread(s), {load} at start", CURVATURE_COLUMNS)
+        print_head(
+            f"Peers: loss-Hessian curvature, float32, median of {args.repeats} interleaved rounds, "
+            f"{args.threads} thread(s), {load} at start",
+            CURVATURE_COLUMNS,
+        )
         curvature_rows(args.repeats, print_row)
         print(f"\nload average at end: {' / '.join(f'{v:.1f}' for v in os.getloadavg())}")
     if "ntk" in tables:
         from bench.peers.ntk import NTK_COLUMNS, ntk_rows
 
-        print_head(f"Peers: tangent kernels, float32, median of {args.repeats} interleaved rounds, "
-                   f"{args.threads} thread(s), {load} at start", NTK_COLUMNS)
+        print_head(
+            f"Peers: tangent kernels, float32, median of {args.repeats} interleaved rounds, "
+            f"{args.threads} thread(s), {load} at start",
+            NTK_COLUMNS,
+        )
         ntk_rows(args.repeats, print_row)
         print(f"\nload average at end: {' / '.join(f'{v:.1f}' for v in os.getloadavg())}")
 

@@ -48,8 +48,11 @@ def postgres_redis_settings() -> Iterator[dict[str, str]]:
     try:
         url = make_url(server).set(database=name).render_as_string(hide_password=False)
         migrate(url)
-        yield {"NTKLAB_DATABASE_URL": url, "NTKLAB_QUEUE": f"ntklab-bench-{uuid.uuid4().hex[:8]}",
-               "NTKLAB_BROKER_URL": os.environ.get("NTKLAB_TEST_REDIS_URL", "redis://127.0.0.1:6390/0")}
+        yield {
+            "NTKLAB_DATABASE_URL": url,
+            "NTKLAB_QUEUE": f"ntklab-bench-{uuid.uuid4().hex[:8]}",
+            "NTKLAB_BROKER_URL": os.environ.get("NTKLAB_TEST_REDIS_URL", "redis://127.0.0.1:6390/0"),
+        }
     finally:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
@@ -121,10 +124,15 @@ def measure(stack_name: str, settings: dict[str, str], args) -> dict:
         reads, errors = asyncio.run(steady_reads(stack.url, job_id, args.rate, args.seconds))
     ms = np.array(reads) * 1000
     return {
-        "stack": stack_name, "jobs": len(running),
-        "post_to_running_median_ms": statistics.median(running) * 1000, "post_to_running_max_ms": max(running) * 1000,
-        "reads": len(reads), "errors": errors, "read_p50_ms": float(np.percentile(ms, 50)),
-        "read_p99_ms": float(np.percentile(ms, 99)), "read_max_ms": float(ms.max()),
+        "stack": stack_name,
+        "jobs": len(running),
+        "post_to_running_median_ms": statistics.median(running) * 1000,
+        "post_to_running_max_ms": max(running) * 1000,
+        "reads": len(reads),
+        "errors": errors,
+        "read_p50_ms": float(np.percentile(ms, 50)),
+        "read_p99_ms": float(np.percentile(ms, 99)),
+        "read_max_ms": float(ms.max()),
     }
 
 
@@ -138,14 +146,22 @@ def main() -> None:
     rows = []
     for name in args.stacks.split(","):
         with stack_settings(name) as settings:
-            rows.append(measure("SQLite + filesystem broker" if name == "embedded" else "PostgreSQL + Redis", settings, args))
-    print(f"\nGET /v1/jobs/{{id}} at {args.rate:.0f} requests/s for {args.seconds:.0f} s, and POST → running "
-          f"({args.jobs} jobs, idle worker, 5 ms polling)\n")
-    print("| stack | reads | non-200 | read p50 (ms) | read p99 (ms) | read max (ms) | POST→running median (ms) | max (ms) |")
+            rows.append(
+                measure("SQLite + filesystem broker" if name == "embedded" else "PostgreSQL + Redis", settings, args)
+            )
+    print(
+        f"\nGET /v1/jobs/{{id}} at {args.rate:.0f} requests/s for {args.seconds:.0f} s, and POST → running "
+        f"({args.jobs} jobs, idle worker, 5 ms polling)\n"
+    )
+    print(
+        "| stack | reads | non-200 | read p50 (ms) | read p99 (ms) | read max (ms) | POST→running median (ms) | max (ms) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['stack']} | {row['reads']} | {row['errors']} | {row['read_p50_ms']:.1f} | {row['read_p99_ms']:.1f} "
-              f"| {row['read_max_ms']:.1f} | {row['post_to_running_median_ms']:.0f} | {row['post_to_running_max_ms']:.0f} |")
+        print(
+            f"| {row['stack']} | {row['reads']} | {row['errors']} | {row['read_p50_ms']:.1f} | {row['read_p99_ms']:.1f} "
+            f"| {row['read_max_ms']:.1f} | {row['post_to_running_median_ms']:.0f} | {row['post_to_running_max_ms']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

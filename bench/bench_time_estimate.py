@@ -38,79 +38,112 @@ MIXTURE = {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8}
 
 def deep_graph(residuals: int, inner: int, width: int = 4) -> list[dict]:
     """residuals × (inner dense layers, each followed by a tanh layer), every group inside a residual."""
-    body = [layer for _ in range(inner) for layer in ({"type": "dense", "width": width}, {"type": "activation", "name": "tanh"})]
+    body = [
+        layer
+        for _ in range(inner)
+        for layer in ({"type": "dense", "width": width}, {"type": "activation", "name": "tanh"})
+    ]
     return [{"type": "residual", "layers": body} for _ in range(residuals)]
 
 
 CALIBRATION = {
     "wide": {  # 4 steps of 4096 points through a 4096-wide layer, one probe point: ≈ 2·10¹¹ FLOPs, 10⁴ operations
         "data": {"kind": "gaussian_mixture", "n_train": 4096, "input_dim": 512, "probe": {"n": 1}},
-        "model": {"hidden": [4096]}, "training": {"max_steps": 4, "lr": 0.1}, "diagnostics": OFF,
+        "model": {"hidden": [4096]},
+        "training": {"max_steps": 4, "lr": 0.1},
+        "diagnostics": OFF,
     },
     "deep": {  # 200 steps through 64 layers of width 4: 10⁵ operations, no FLOPs to speak of
-        "data": MIXTURE, "model": {"hidden": [4] * 64}, "training": {"max_steps": 200, "lr": 0.01}, "diagnostics": OFF,
+        "data": MIXTURE,
+        "model": {"hidden": [4] * 64},
+        "training": {"max_steps": 200, "lr": 0.01},
+        "diagnostics": OFF,
     },
 }
 
 ODD_SPECS = {
     "deep graph 2048 layers": {
-        "data": MIXTURE | {"n_train": 16}, "model": {"kind": "graph", "layers": deep_graph(32, 32)},
-        "training": {"max_steps": 5, "lr": 0.01}, "diagnostics": QUIET | {"kernel": None},
+        "data": MIXTURE | {"n_train": 16},
+        "model": {"kind": "graph", "layers": deep_graph(32, 32)},
+        "training": {"max_steps": 5, "lr": 0.01},
+        "diagnostics": QUIET | {"kernel": None},
     },
     "deep graph 512 layers": {
-        "data": MIXTURE | {"n_train": 16}, "model": {"kind": "graph", "layers": deep_graph(8, 32)},
-        "training": {"max_steps": 20, "lr": 0.01}, "diagnostics": QUIET,
+        "data": MIXTURE | {"n_train": 16},
+        "model": {"kind": "graph", "layers": deep_graph(8, 32)},
+        "training": {"max_steps": 20, "lr": 0.01},
+        "diagnostics": QUIET,
     },
     "deep mlp 64 × 4, defaults": {
-        "data": MIXTURE, "model": {"hidden": [4] * 64}, "training": {"max_steps": 50, "lr": 0.01},
+        "data": MIXTURE,
+        "model": {"hidden": [4] * 64},
+        "training": {"max_steps": 50, "lr": 0.01},
         "diagnostics": {"save_kernels": [], "save_weights": False},
     },
     "wide mlp 16384": {
         "data": {"kind": "gaussian_mixture", "n_train": 1024, "input_dim": 1024},
-        "model": {"hidden": [16384]}, "training": {"max_steps": 3, "lr": 0.1}, "diagnostics": QUIET,
+        "model": {"hidden": [16384]},
+        "training": {"max_steps": 3, "lr": 0.1},
+        "diagnostics": QUIET,
     },
     "wide mlp 8192, 512 points": {
         "data": {"kind": "gaussian_mixture", "n_train": 512, "input_dim": 512},
-        "model": {"hidden": [8192]}, "training": {"max_steps": 3, "lr": 0.1}, "diagnostics": QUIET,
+        "model": {"hidden": [8192]},
+        "training": {"max_steps": 3, "lr": 0.1},
+        "diagnostics": QUIET,
     },
     "many-node onnx (3000 nodes)": {
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 8},
         "model": {"kind": "onnx", "id": "mdl_" + "0" * 32, "output_dim": 2},
-        "training": {"max_steps": 20, "lr": 0.01}, "diagnostics": QUIET | {"kernel": None},
+        "training": {"max_steps": 20, "lr": 0.01},
+        "diagnostics": QUIET | {"kernel": None},
     },
     "hessian-heavy (16 points × 4 outputs × 64 its)": {
         "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 16, "classes": 4},
-        "model": {"hidden": [256, 256]}, "training": {"max_steps": 2, "lr": 0.1},
-        "diagnostics": {"hessian": {"at": ["init", "final"], "probe_points": 16, "iterations": 64, "tolerance": 0},
-                        "layer_sensitivity": False, "save_kernels": [], "save_weights": False},
+        "model": {"hidden": [256, 256]},
+        "training": {"max_steps": 2, "lr": 0.1},
+        "diagnostics": {
+            "hessian": {"at": ["init", "final"], "probe_points": 16, "iterations": 64, "tolerance": 0},
+            "layer_sensitivity": False,
+            "save_kernels": [],
+            "save_weights": False,
+        },
     },
     "hessian_spectrum with block norms": {
         "data": {"kind": "gaussian_mixture", "n_train": 128, "input_dim": 16},
-        "model": {"hidden": [64, 64]}, "training": {"max_steps": 2, "lr": 0.1},
-        "diagnostics": QUIET | {"hessian_spectrum": {"probes": 8, "lanczos_steps": 32, "block_norms": True, "tolerance": 0}},
+        "model": {"hidden": [64, 64]},
+        "training": {"max_steps": 2, "lr": 0.1},
+        "diagnostics": QUIET
+        | {"hessian_spectrum": {"probes": 8, "lanczos_steps": 32, "block_norms": True, "tolerance": 0}},
     },
     "infinite width, 3 layers": {
         "data": {"kind": "gaussian_mixture", "n_train": 128, "input_dim": 8, "probe": {"n": 128}},
-        "model": {"hidden": [256, 256, 256]}, "training": {"max_steps": 10, "lr": 0.1},
+        "model": {"hidden": [256, 256, 256]},
+        "training": {"max_steps": 10, "lr": 0.1},
         "diagnostics": QUIET | {"infinite_width": {}},
     },
     "cnn on digits": {
         "data": {"kind": "builtin", "name": "digits", "n_train": 512},
-        "model": {"kind": "cnn", "hidden": [32, 32], "kernel_size": 3, "padding": 1}, "training": {"max_steps": 20, "lr": 0.1},
+        "model": {"kind": "cnn", "hidden": [32, 32], "kernel_size": 3, "padding": 1},
+        "training": {"max_steps": 20, "lr": 0.1},
         "diagnostics": QUIET,
     },
     "loss_hessian split": {
         "data": {"kind": "gaussian_mixture", "n_train": 256, "input_dim": 16},
-        "model": {"hidden": [128]}, "training": {"max_steps": 20, "lr": 0.1},
+        "model": {"hidden": [128]},
+        "training": {"max_steps": 20, "lr": 0.1},
         "diagnostics": QUIET | {"loss_hessian": {"iterations": 32, "tolerance": 0}},
     },
     "long training (20 000 steps, tiny)": {
         "data": {"kind": "gaussian_mixture", "n_train": 32, "input_dim": 4},
-        "model": {"hidden": [16]}, "training": {"max_steps": 20_000, "lr": 0.01}, "diagnostics": QUIET,
+        "model": {"hidden": [16]},
+        "training": {"max_steps": 20_000, "lr": 0.01},
+        "diagnostics": QUIET,
     },
     "big probe set (512, along the path)": {
         "data": {"kind": "gaussian_mixture", "n_train": 512, "input_dim": 16, "probe": {"n": 512}},
-        "model": {"hidden": [256]}, "training": {"max_steps": 100, "lr": 0.1},
+        "model": {"hidden": [256]},
+        "training": {"max_steps": 100, "lr": 0.1},
         "diagnostics": QUIET | {"kernel": {"points": 8}},
     },
     "adam minibatch, softmax head": {
@@ -121,12 +154,14 @@ ODD_SPECS = {
     },
     "paper width: 10⁶ units on 8 features, 15 steps": {  # fig1-width's widest point: element traffic, not FLOPs
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 8},
-        "model": {"hidden": [1_000_000], "bias": False}, "training": {"max_steps": 15, "lr": 0.01, "target_loss": None},
+        "model": {"hidden": [1_000_000], "bias": False},
+        "training": {"max_steps": 15, "lr": 0.01, "target_loss": None},
         "diagnostics": OFF,
     },
     "wide on few features: 10⁵ units on 8 features, 100 steps": {
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 8},
-        "model": {"hidden": [100_000], "bias": False}, "training": {"max_steps": 100, "lr": 0.01, "target_loss": None},
+        "model": {"hidden": [100_000], "bias": False},
+        "training": {"max_steps": 100, "lr": 0.01, "target_loss": None},
         "diagnostics": OFF,
     },
     "vit-small example": json.loads((REPO / "examples" / "graphs" / "vit-small.json").read_text()),
@@ -141,16 +176,25 @@ def many_node_onnx(nodes: int = ONNX_NODES, d: int = 8, out: int = 2) -> bytes:
     rng = np.random.default_rng(0)
     inits, graph_nodes, current = [], [], "x"
     for i in range(nodes // 3):
-        inits += [numpy_helper.from_array((rng.normal(size=(d, d)) / np.sqrt(d)).astype(np.float32), f"w{i}"),
-                  numpy_helper.from_array(np.zeros(d, np.float32), f"b{i}")]
-        graph_nodes += [helper.make_node("MatMul", [current, f"w{i}"], [f"m{i}"]),
-                        helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-                        helper.make_node("Tanh", [f"a{i}"], [f"h{i}"])]
+        inits += [
+            numpy_helper.from_array((rng.normal(size=(d, d)) / np.sqrt(d)).astype(np.float32), f"w{i}"),
+            numpy_helper.from_array(np.zeros(d, np.float32), f"b{i}"),
+        ]
+        graph_nodes += [
+            helper.make_node("MatMul", [current, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            helper.make_node("Tanh", [f"a{i}"], [f"h{i}"]),
+        ]
         current = f"h{i}"
     inits.append(numpy_helper.from_array(rng.normal(size=(d, out)).astype(np.float32), "w_out"))
     graph_nodes.append(helper.make_node("MatMul", [current, "w_out"], ["y"]))
-    graph = helper.make_graph(graph_nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])], inits)
+    graph = helper.make_graph(
+        graph_nodes,
+        "deep",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
 
@@ -163,11 +207,25 @@ def with_upload(doc: dict, body: bytes) -> dict:
         path = Path(folder) / "model.onnx"
         path.write_bytes(body)
         checked = check_onnx(path, Settings())
-    stored = {"parameters": checked.parameters, "input_shape": [doc["data"]["input_dim"]], "output_dim": doc["model"]["output_dim"],
-              "input_integer": False,
-              **{name: getattr(checked, name) for name in ("activation_elements", "forward_flops", "constant_bytes",
-                                                           "constant_elements", "folding_flops", "fixed_elements", "fixed_flops",
-                                                           "nodes")}}
+    stored = {
+        "parameters": checked.parameters,
+        "input_shape": [doc["data"]["input_dim"]],
+        "output_dim": doc["model"]["output_dim"],
+        "input_integer": False,
+        **{
+            name: getattr(checked, name)
+            for name in (
+                "activation_elements",
+                "forward_flops",
+                "constant_bytes",
+                "constant_elements",
+                "folding_flops",
+                "fixed_elements",
+                "fixed_flops",
+                "nodes",
+            )
+        },
+    }
     return doc | {"model": doc["model"] | {"stored": stored}}
 
 
@@ -202,13 +260,21 @@ def prepared(doc: dict) -> tuple[dict, bytes]:
     return with_upload(doc, body), body
 
 
-def measured_seconds(doc: dict, body: bytes = b"", *, repeats: int = 1, threads: int = 1, timeout: float = 600) -> float:
+def measured_seconds(
+    doc: dict, body: bytes = b"", *, repeats: int = 1, threads: int = 1, timeout: float = 600
+) -> float:
     """The median wall time of `repeats` runs of run(spec) on the CPU in a fresh interpreter (module docstring)."""
     with tempfile.NamedTemporaryFile(suffix=".onnx") as model:
         model.write(body)
         model.flush()
-        answer = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(doc), model.name, str(threads), str(repeats)],
-                                cwd=REPO, capture_output=True, text=True, check=False, timeout=timeout)
+        answer = subprocess.run(
+            [sys.executable, "-c", PROGRAM, json.dumps(doc), model.name, str(threads), str(repeats)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
     if answer.returncode != 0:
         raise RuntimeError(answer.stderr[-3000:])
     return statistics.median(json.loads(answer.stdout.strip().splitlines()[-1]))
@@ -219,12 +285,16 @@ def calibrate(repeats: int, threads: int) -> TimeRates:
     rows = []
     for name, doc in CALIBRATION.items():
         estimate = estimate_job(JobSpec.model_validate(doc))
-        rows.append((name, estimate.flops, estimate.dispatches, measured_seconds(doc, repeats=repeats, threads=threads)))
+        rows.append(
+            (name, estimate.flops, estimate.dispatches, measured_seconds(doc, repeats=repeats, threads=threads))
+        )
     (_, f1, d1, s1), (_, f2, d2, s2) = rows
     inverse_rate, per_op = np.linalg.solve([[f1, d1], [f2, d2]], [s1, s2])
     rates = TimeRates(flops_per_s=float(1 / inverse_rate), seconds_per_op=float(per_op))
-    print_head(f"Time estimate: calibration ({threads} thread{'s' * (threads > 1)}, median of {repeats})",
-               ["spec", "FLOPs", "operations", "measured s"])
+    print_head(
+        f"Time estimate: calibration ({threads} thread{'s' * (threads > 1)}, median of {repeats})",
+        ["spec", "FLOPs", "operations", "measured s"],
+    )
     for name, flops, ops, seconds in rows:
         print_row(name, f"{flops:.3g}", f"{ops:.3g}", f"{seconds:.3f}")
     print(f"\nestimate_flops_per_s = {rates.flops_per_s:.3g}, estimate_seconds_per_op = {rates.seconds_per_op:.3g}")
@@ -242,16 +312,24 @@ def main() -> None:
     if args.quick:
         args.repeats = 1
     rates = TimeRates() if args.no_calibrate else calibrate(args.repeats, args.threads)
-    print_head("Time estimate: odd specs, estimated vs measured seconds",
-               ["spec", "FLOPs", "operations", "estimated s", "measured s", "measured / estimated"])
+    print_head(
+        "Time estimate: odd specs, estimated vs measured seconds",
+        ["spec", "FLOPs", "operations", "estimated s", "measured s", "measured / estimated"],
+    )
     for name, doc in ODD_SPECS.items():
         if args.only is not None and not any(part in name for part in args.only):
             continue
         doc, body = prepared(doc)
         estimate = estimate_job(JobSpec.model_validate(doc), rates)
         seconds = measured_seconds(doc, body, repeats=args.repeats, threads=args.threads)
-        print_row(name, f"{estimate.flops:.3g}", f"{estimate.dispatches:.3g}", f"{estimate.seconds:.3g}", f"{seconds:.3g}",
-                  f"{seconds / estimate.seconds:.2f}")
+        print_row(
+            name,
+            f"{estimate.flops:.3g}",
+            f"{estimate.dispatches:.3g}",
+            f"{estimate.seconds:.3g}",
+            f"{seconds:.3g}",
+            f"{seconds / estimate.seconds:.2f}",
+        )
 
 
 if __name__ == "__main__":

@@ -56,23 +56,42 @@ MODEL_ID = "mdl_" + "0" * 32
 def gpt2(width: int, n: int) -> Member:
     """GPT-2, 2 layers, 2 heads, n_embd = width (16: the zoo's gpt2)."""
     from transformers import GPT2Config, GPT2ForSequenceClassification
-    config = GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=width, n_layer=2, n_head=2, num_labels=OUT, pad_token_id=0)
+
+    config = GPT2Config(
+        vocab_size=VOCAB, n_positions=16, n_embd=width, n_layer=2, n_head=2, num_labels=OUT, pad_token_id=0
+    )
     return _hf(lambda: GPT2ForSequenceClassification(config), tokens(n))
 
 
 def vit(width: int, n: int) -> Member:
     """ViT 16×16 / 4×4 patches, 2 layers, 2 heads, hidden = width, MLP 2·width (16: the zoo's vit)."""
     from transformers import ViTConfig, ViTForImageClassification
-    config = ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=width, num_hidden_layers=2,
-                       num_attention_heads=2, intermediate_size=2 * width, num_labels=OUT)
+
+    config = ViTConfig(
+        image_size=16,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=width,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * width,
+        num_labels=OUT,
+    )
     return _hf(lambda: ViTForImageClassification(config), images(n))
 
 
 def resnet(width: int, n: int) -> Member:
     """ResNet, basic blocks, depths [1, 1], hidden_sizes [width, 2·width], embedding width (8: the zoo's resnet)."""
     from transformers import ResNetConfig, ResNetForImageClassification
-    config = ResNetConfig(num_channels=3, embedding_size=width, hidden_sizes=[width, 2 * width], depths=[1, 1],
-                          layer_type="basic", num_labels=OUT)
+
+    config = ResNetConfig(
+        num_channels=3,
+        embedding_size=width,
+        hidden_sizes=[width, 2 * width],
+        depths=[1, 1],
+        layer_type="basic",
+        num_labels=OUT,
+    )
     return _hf(lambda: ResNetForImageClassification(config), images(n))
 
 
@@ -181,7 +200,15 @@ def kernel_table(args) -> None:
                     results = {
                         method: measure_in_subprocess(
                             "bench.bench_zoo",
-                            dict(name=name, width=width, n=n, method=method, repeats=repeats, threads=args.threads, onnx=str(path)),
+                            dict(
+                                name=name,
+                                width=width,
+                                n=n,
+                                method=method,
+                                repeats=repeats,
+                                threads=args.threads,
+                                onnx=str(path),
+                            ),
                             args.timeout,
                         )
                         for method in METHODS
@@ -191,7 +218,9 @@ def kernel_table(args) -> None:
                         estimate = estimates.get(method)
                         gflop = f"{estimate:.2f}" if estimate is not None else "—"
                         if "seconds" not in r:
-                            print_row(LABELS[name](width), n, f"{p:,}", method, "—", "—", "—", gflop, f"fails: {r['error']}")
+                            print_row(
+                                LABELS[name](width), n, f"{p:,}", method, "—", "—", "—", gflop, f"fails: {r['error']}"
+                            )
                             continue
                         notes = []
                         if method == picked:
@@ -199,11 +228,29 @@ def kernel_table(args) -> None:
                         if "check" in r:
                             notes.append(f"vs jacobian {r['check']:.1e}")
                         ratio = f"{reference / r['seconds']:.1f}×" if reference else "—"
-                        print_row(LABELS[name](width), n, f"{p:,}", method, f"{r['seconds']:.3f}", ratio, f"{r['peak_mb']:.0f}",
-                                  gflop, "; ".join(notes))
+                        print_row(
+                            LABELS[name](width),
+                            n,
+                            f"{p:,}",
+                            method,
+                            f"{r['seconds']:.3f}",
+                            ratio,
+                            f"{r['peak_mb']:.0f}",
+                            gflop,
+                            "; ".join(notes),
+                        )
                     if picked not in results:
-                        print_row(LABELS[name](width), n, f"{p:,}", "auto", "—", "—", "—", f"{estimates[picked]:.2f}",
-                                  f"auto picks {picked}")
+                        print_row(
+                            LABELS[name](width),
+                            n,
+                            f"{p:,}",
+                            "auto",
+                            "—",
+                            "—",
+                            "—",
+                            f"{estimates[picked]:.2f}",
+                            f"auto picks {picked}",
+                        )
 
 
 def main() -> None:

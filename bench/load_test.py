@@ -62,12 +62,20 @@ class Reads:
 
 def tiny_job(index: int) -> dict:
     return {
-        "name": f"load-{index}", "seed": index % 1000,
+        "name": f"load-{index}",
+        "seed": index % 1000,
         "model": {"hidden": [8]},
         "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 2}},
         "training": {"max_steps": index % 3, "target_loss": None, "lr": 0.1},
-        "diagnostics": {"kernel": None, "hessian": None, "weight_change": False, "layer_sensitivity": False,
-                        "linearization_error": False, "save_kernels": [], "save_weights": False},
+        "diagnostics": {
+            "kernel": None,
+            "hessian": None,
+            "weight_change": False,
+            "layer_sensitivity": False,
+            "linearization_error": False,
+            "save_kernels": [],
+            "save_weights": False,
+        },
     }
 
 
@@ -94,7 +102,9 @@ def submit_share(url: str, key: str, indices: range) -> tuple[list[tuple[str, st
     return submitted, seconds
 
 
-def poller(url: str, key: str, ids: multiprocessing.Queue, done: multiprocessing.Event, out: Path, in_flight: int) -> None:
+def poller(
+    url: str, key: str, ids: multiprocessing.Queue, done: multiprocessing.Event, out: Path, in_flight: int
+) -> None:
     """Second process: GET /v1/jobs/{id} of random known ids, `in_flight` at a time, until `done`; saves latencies."""
     asyncio.run(_poll(url, key, ids, done, out, in_flight))
 
@@ -133,8 +143,21 @@ def wrk_poller(url: str, key: str, job_ids: list[str], scratch: Path, in_flight:
     SIGINT, then prints its figures as one JSON line (bench/poll_jobs.lua)."""
     id_file = scratch / "job_ids.txt"
     id_file.write_text("\n".join(job_ids) + "\n")
-    command = ["wrk", "-t1", f"-c{in_flight}", "-d1h", "--timeout", "30s", "-H", f"X-API-Key: {key}",
-               "-s", str(WRK_SCRIPT), url, "--", str(id_file)]
+    command = [
+        "wrk",
+        "-t1",
+        f"-c{in_flight}",
+        "-d1h",
+        "--timeout",
+        "30s",
+        "-H",
+        f"X-API-Key: {key}",
+        "-s",
+        str(WRK_SCRIPT),
+        url,
+        "--",
+        str(id_file),
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
 
 
@@ -143,8 +166,14 @@ def wrk_figures(reader: subprocess.Popen) -> Reads:
     reader.send_signal(signal.SIGINT)
     out, _ = reader.communicate(timeout=60)
     f = json.loads(out.strip().splitlines()[-1])
-    return Reads(f["requests"], f["duration_us"] / 1e6, f["non_2xx"] + f["socket_errors"],
-                 f["p50_us"] / 1000, f["p99_us"] / 1000, f["max_us"] / 1000)
+    return Reads(
+        f["requests"],
+        f["duration_us"] / 1e6,
+        f["non_2xx"] + f["socket_errors"],
+        f["p50_us"] / 1000,
+        f["p99_us"] / 1000,
+        f["max_us"] / 1000,
+    )
 
 
 def httpx_figures(latency_file: Path) -> Reads:
@@ -200,24 +229,36 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--api-processes", type=int, default=2, help="uvicorn worker processes serving the API")
     parser.add_argument("--pollers", type=int, default=16, help="GET requests in flight in the polling process")
-    parser.add_argument("--poller", choices=("httpx", "wrk"), default="httpx",
-                        help="the polling process: Python (asyncio + httpx, from the first POST) or wrk "
-                             "(C, needs the wrk binary; from the end of submission, when every id is known)")
+    parser.add_argument(
+        "--poller",
+        choices=("httpx", "wrk"),
+        default="httpx",
+        help="the polling process: Python (asyncio + httpx, from the first POST) or wrk "
+        "(C, needs the wrk binary; from the end of submission, when every id is known)",
+    )
     parser.add_argument("--timeout-s", type=float, default=900)
 
-    parser.add_argument("--logs", type=Path, default=None, help="keep the stack's logs here (default: a temporary folder)")
+    parser.add_argument(
+        "--logs", type=Path, default=None, help="keep the stack's logs here (default: a temporary folder)"
+    )
     args = parser.parse_args()
 
     with postgres_redis_settings() as backing, tempfile.TemporaryDirectory() as scratch:
         logs = args.logs or Path(scratch)
-        settings = backing | {"NTKLAB_AUTH": "on", "NTKLAB_MAX_QUEUED_JOBS_PER_KEY": str(args.jobs + 1),
-                              "NTKLAB_HEARTBEAT_INTERVAL_S": "1", "NTKLAB_METRICS_FLUSH_INTERVAL_S": "1"}
+        settings = backing | {
+            "NTKLAB_AUTH": "on",
+            "NTKLAB_MAX_QUEUED_JOBS_PER_KEY": str(args.jobs + 1),
+            "NTKLAB_HEARTBEAT_INTERVAL_S": "1",
+            "NTKLAB_METRICS_FLUSH_INTERVAL_S": "1",
+        }
         users, admin = make_keys(settings["NTKLAB_DATABASE_URL"], args.clients)
         with LocalStack(settings, logs, api_processes=args.api_processes, workers=args.workers) as stack:
             ids, done = multiprocessing.Queue(), multiprocessing.Event()
             latency_file = Path(scratch) / "latencies.npy"
             if args.poller == "httpx":
-                reader = multiprocessing.Process(target=poller, args=(stack.url, admin, ids, done, latency_file, args.pollers))
+                reader = multiprocessing.Process(
+                    target=poller, args=(stack.url, admin, ids, done, latency_file, args.pollers)
+                )
                 reader.start()
             shares = [range(c, args.jobs, args.clients) for c in range(args.clients)]
             began = time.monotonic()
@@ -245,14 +286,19 @@ def main() -> None:
     polling = "from the end of submission" if args.poller == "wrk" else "from the first submission"
     rows = [
         ("machine", f"{os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} {platform.release()}"),
-        ("stack", f"PostgreSQL + Redis, API with {args.api_processes} uvicorn processes, {args.workers} workers, auth on, {args.clients} client keys"),
+        (
+            "stack",
+            f"PostgreSQL + Redis, API with {args.api_processes} uvicorn processes, {args.workers} workers, auth on, {args.clients} client keys",
+        ),
         ("jobs submitted", f"{counts['submitted']} in {submit_s:.1f} s ({counts['submitted'] / submit_s:.0f}/s)"),
         ("POST /v1/jobs p50 / p99", f"{np.percentile(post, 50):.1f} / {np.percentile(post, 99):.1f} ms"),
         ("all finished after", f"{submit_s + drain_s:.1f} s"),
         ("succeeded / lost / duplicated", f"{counts['succeeded']} / {counts['lost']} / {counts['duplicated']}"),
         ("jobs retried (attempts > 1)", str(counts["retried"])),
-        (f"reads (GET /v1/jobs/{{id}}, {args.poller}, {args.pollers} in flight, {polling})",
-         f"{reads.count} in {reads.seconds:.1f} s = {reads.count / reads.seconds:.0f}/s, {reads.errors} non-200"),
+        (
+            f"reads (GET /v1/jobs/{{id}}, {args.poller}, {args.pollers} in flight, {polling})",
+            f"{reads.count} in {reads.seconds:.1f} s = {reads.count / reads.seconds:.0f}/s, {reads.errors} non-200",
+        ),
         ("read p50 / p99 / max", f"{reads.p50_ms:.1f} / {reads.p99_ms:.1f} / {reads.max_ms:.1f} ms"),
     ]
     print("| measure | value |\n|---|---|")

@@ -48,7 +48,9 @@ def main() -> None:
     layers = []
     for _ in range(args.depth):
         layers += [stax.Conv(1, (3, 3), padding="SAME", W_std=1.0, b_std=1.0, parameterization="ntk"), stax.Relu()]
-    _, _, kernel_fn = stax.serial(*layers, stax.GlobalAvgPool(), stax.Dense(1, W_std=1.0, b_std=1.0, parameterization="ntk"))
+    _, _, kernel_fn = stax.serial(
+        *layers, stax.GlobalAvgPool(), stax.Dense(1, W_std=1.0, b_std=1.0, parameterization="ntk")
+    )
     kernel_fn = jax.jit(kernel_fn, static_argnames="get")
 
     x = np.load(args.inputs).astype(np.float64).reshape(-1, args.side, args.side, 1)

@@ -84,7 +84,9 @@ def measure(name: str, repeats: int) -> list[str]:
     error = seconds = "—"
     if onnx_bytes is not None:
         try:
-            net = build_onnx_network(ModelSpec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float64)
+            net = build_onnx_network(
+                ModelSpec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float64
+            )
             picked = ntk.resolve_method(net, "auto", x, of="logits")
             K = ntk.tangent_kernel(net, x, method="auto", of="logits")
             reference = module_kernel(module, x)
@@ -109,10 +111,19 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names = args.only or list(ARCHITECTURES)
-    print(f"Float64, n = 4 points, O = {OUT}, {args.threads} torch thread(s); auto's time is the median of "
-          f"{args.repeats} calls after a warm-up.\n")
-    columns = ["architecture", "library", "parameters", "accepted (TorchScript)", "kernel error vs module",
-               "auto: time (s) (method)", "accepted (dynamo=True)"]
+    print(
+        f"Float64, n = 4 points, O = {OUT}, {args.threads} torch thread(s); auto's time is the median of "
+        f"{args.repeats} calls after a warm-up.\n"
+    )
+    columns = [
+        "architecture",
+        "library",
+        "parameters",
+        "accepted (TorchScript)",
+        "kernel error vs module",
+        "auto: time (s) (method)",
+        "accepted (dynamo=True)",
+    ]
     print_row(*columns)
     print("|" + "---|" * len(columns))
     for name in names:

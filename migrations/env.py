@@ -20,9 +20,7 @@ if config.config_file_name is not None and not config.attributes.get("keep_loggi
 
 def database_url() -> str:
     return (
-        context.get_x_argument(as_dictionary=True).get("url")
-        or config.attributes.get("url")
-        or Settings().database_url
+        context.get_x_argument(as_dictionary=True).get("url") or config.attributes.get("url") or Settings().database_url
     )
 
 

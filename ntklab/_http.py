@@ -113,8 +113,14 @@ Headers = Mapping[str, str]
 
 
 def _build(
-    http: httpx.Client | httpx.AsyncClient, options: Options, method: str, path: str, params: Params | None,
-    json: Any, content: bytes | None, headers: Headers | None,
+    http: httpx.Client | httpx.AsyncClient,
+    options: Options,
+    method: str,
+    path: str,
+    params: Params | None,
+    json: Any,
+    content: bytes | None,
+    headers: Headers | None,
 ) -> httpx.Request:
     """The request, built once: every retry of a call sends these bytes with this Idempotency-Key."""
     return http.build_request(
@@ -136,7 +142,13 @@ class Transport:
         self.http = http
 
     def request(
-        self, method: str, path: str, *, params: Params | None = None, json: Any = None, content: bytes | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        json: Any = None,
+        content: bytes | None = None,
         headers: Headers | None = None,
     ) -> httpx.Response:
         """Send `method path` (a JSON body or raw `content`) with the retry policy; the answer if it is a success."""
@@ -164,7 +176,13 @@ class AsyncTransport:
         self.http = http
 
     async def request(
-        self, method: str, path: str, *, params: Params | None = None, json: Any = None, content: bytes | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        json: Any = None,
+        content: bytes | None = None,
         headers: Headers | None = None,
     ) -> httpx.Response:
         """`Transport.request`, awaited."""

@@ -53,7 +53,12 @@ class SyncAPIResource:
         return parse(self._client.transport.request("GET", path, params=params), cast_to)
 
     def _post(
-        self, path: str, *, cast_to: type[T], body: Any = None, params: Params | None = None,
+        self,
+        path: str,
+        *,
+        cast_to: type[T],
+        body: Any = None,
+        params: Params | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> T:
         return parse(self._client.transport.request("POST", path, json=body, params=params, headers=headers), cast_to)
@@ -69,8 +74,11 @@ class SyncAPIResource:
     def _get_page(self, path: str, *, item: Callable[[Any], T], params: Params) -> Page[T]:
         """The page of `path` at `params` (its `after` the cursor), each wire item turned into a T by `item`."""
         wire = self._get(path, cast_to=CursorPage, params=params)
-        return Page([item(each) for each in wire.data], wire.cursor,
-                    lambda cursor: self._get_page(path, item=item, params=_after(params, cursor)))
+        return Page(
+            [item(each) for each in wire.data],
+            wire.cursor,
+            lambda cursor: self._get_page(path, item=item, params=_after(params, cursor)),
+        )
 
 
 class AsyncAPIResource:
@@ -83,7 +91,12 @@ class AsyncAPIResource:
         return parse(await self._client.transport.request("GET", path, params=params), cast_to)
 
     async def _post(
-        self, path: str, *, cast_to: type[T], body: Any = None, params: Params | None = None,
+        self,
+        path: str,
+        *,
+        cast_to: type[T],
+        body: Any = None,
+        params: Params | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> T:
         response = await self._client.transport.request("POST", path, json=body, params=params, headers=headers)

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout and nothing else")]
-keys_app = typer.Typer(name="keys", help="Create, list and revoke API keys (admin; writes the database directly).", no_args_is_help=True)
+keys_app = typer.Typer(
+    name="keys", help="Create, list and revoke API keys (admin; writes the database directly).", no_args_is_help=True
+)
 
 
 @keys_app.callback()
@@ -77,8 +79,12 @@ def list_keys(as_json: JsonOption = False) -> None:
     table.add_column("id", no_wrap=True)
     for key in keys:
         table.add_row(
-            key.name, f"{key.prefix}…", "yes" if key.is_admin else "",
-            f"{key.created_at:%Y-%m-%d %H:%M}", f"{key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "", key.id,
+            key.name,
+            f"{key.prefix}…",
+            "yes" if key.is_admin else "",
+            f"{key.created_at:%Y-%m-%d %H:%M}",
+            f"{key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "",
+            key.id,
         )
     stdout_console().print(table)
 
@@ -106,5 +112,11 @@ def revoke(
 
 def _key_document(key) -> dict:
     """A key as --json shows it (never its secret hash)."""
-    return {"id": key.id, "name": key.name, "prefix": key.prefix, "admin": key.is_admin,
-            "created_at": key.created_at.isoformat(), "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None}
+    return {
+        "id": key.id,
+        "name": key.name,
+        "prefix": key.prefix,
+        "admin": key.is_admin,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }

@@ -1,9 +1,9 @@
 """`ntklab.Client` and `ntklab.AsyncClient`: one connection pool, five resources.
 
-    client = ntklab.Client()                      # NTKLAB_URL, NTKLAB_API_KEY from the environment
-    job = client.jobs.create("spec.yaml")
-    job = client.jobs.wait(job.id)
-    client.with_options(timeout=5, max_retries=0).jobs.retrieve(job.id)
+client = ntklab.Client()                      # NTKLAB_URL, NTKLAB_API_KEY from the environment
+job = client.jobs.create("spec.yaml")
+job = client.jobs.wait(job.id)
+client.with_options(timeout=5, max_retries=0).jobs.retrieve(job.id)
 """
 
 from __future__ import annotations
@@ -114,7 +114,9 @@ class AsyncClient:
         *,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        self._attach(AsyncTransport(_options(base_url, api_key, timeout, max_retries), http_client or httpx.AsyncClient()))
+        self._attach(
+            AsyncTransport(_options(base_url, api_key, timeout, max_retries), http_client or httpx.AsyncClient())
+        )
 
     def _attach(self, transport: AsyncTransport) -> None:
         self.transport = transport

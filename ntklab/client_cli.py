@@ -18,7 +18,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Optional, ParamSpec, cast
+from typing import Annotated, Any, ParamSpec, cast
 
 import typer
 from rich.table import Table
@@ -52,9 +52,13 @@ SHOWN_WITH_THE_JOB = ("device",)
 
 # ----------------------------------------------------------------------------- output
 
-UrlOption = Annotated[Optional[str], typer.Option("--url", envvar="NTKLAB_URL", help="service URL [default: http://127.0.0.1:8000]")]
-KeyOption = Annotated[Optional[str], typer.Option("--api-key", envvar="NTKLAB_API_KEY", help="sent as X-API-Key")]
+UrlOption = Annotated[
+    str | None, typer.Option("--url", envvar="NTKLAB_URL", help="service URL [default: http://127.0.0.1:8000]")
+]
+KeyOption = Annotated[str | None, typer.Option("--api-key", envvar="NTKLAB_API_KEY", help="sent as X-API-Key")]
 WaitOption = Annotated[bool, typer.Option("--wait", help="follow to the end and print the result")]
+
+
 def _finite(value: Any) -> Any:
     """NaN and ±inf as null, as the service writes them."""
     return None if isinstance(value, float) and not math.isfinite(value) else value
@@ -73,8 +77,13 @@ def _problem(error: errors.APIStatusError) -> tuple[str, dict[str, Any]]:
     """A 4xx answer for people (status, title, each field once) and for --json (the problem's fields)."""
     lines = field_lines(error.errors)
     head = f"{error.status} {error.title}" + ("" if lines or not error.detail else f": {error.detail}")
-    document = {"status": error.status, "type": error.type, "title": error.title, "detail": error.detail,
-                "errors": error.errors}
+    document = {
+        "status": error.status,
+        "type": error.type,
+        "title": error.title,
+        "detail": error.detail,
+        "errors": error.errors,
+    }
     return "\n".join([head, *lines]), document
 
 
@@ -104,6 +113,7 @@ def _exits(command: Callable[P, None]) -> Callable[P, None]:
 
 
 # ----------------------------------------------------------------------------- jobs
+
 
 def _client(url: str | None, api_key: str | None) -> ntklab_client.Client:
     return ntklab_client.Client(base_url=url, api_key=api_key)
@@ -153,8 +163,9 @@ def _submit(spec: Path, wait: bool, url: str | None, api_key: str | None, as_jso
 
 @app.command()
 @_exits
-def submit(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None,
-           as_json: JsonOption = False) -> None:
+def submit(
+    spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False
+) -> None:
     """Submit a job spec (.json/.yaml) to the service."""
     _submit(spec, wait, url, api_key, as_json)
 
@@ -170,25 +181,42 @@ def _show_estimate(estimate: JobDryRun, as_json: bool) -> None:
     from api_schemas.estimate import format_bytes
 
     classes = estimate.by_worker_class
-    table = Table("phase", "seconds", *(f"{name} s (× factor)" for name in classes), "FLOPs", "operations",
-                  title="estimate (nothing submitted)")
+    table = Table(
+        "phase",
+        "seconds",
+        *(f"{name} s (× factor)" for name in classes),
+        "FLOPs",
+        "operations",
+        title="estimate (nothing submitted)",
+    )
     calibrated = {name: {phase.name: phase for phase in worker.phases} for name, worker in classes.items()}
     for phase in estimate.phases:
         cells = []
         for name in classes:
             found = calibrated[name].get(phase.name)
-            cells.append("" if found is None else f"{found.seconds:.3g} "
-                         + ("(rates)" if found.factor is None else f"(×{found.factor:.2g})"))
+            cells.append(
+                ""
+                if found is None
+                else f"{found.seconds:.3g} " + ("(rates)" if found.factor is None else f"(×{found.factor:.2g})")
+            )
         table.add_row(phase.name, f"{phase.seconds:.3g}", *cells, f"{phase.flops:.3g}", f"{phase.operations:.3g}")
     table.add_section()
-    table.add_row("total", f"{estimate.seconds:.3g}", *(f"{worker.seconds:.3g}" for worker in classes.values()),
-                  f"{estimate.flops:.3g}", "")
+    table.add_row(
+        "total",
+        f"{estimate.seconds:.3g}",
+        *(f"{worker.seconds:.3g}" for worker in classes.values()),
+        f"{estimate.flops:.3g}",
+        "",
+    )
     stdout_console().print(table)
     rates = estimate.rates
     say(f"peak memory {format_bytes(estimate.memory_bytes)}, {estimate.parameters} trainable parameters", False)
     if rates is not None:
-        say(f"rates {rates.flops_per_s:.3g} FLOP/s and {rates.seconds_per_op:.3g} s per operation, {rates.source}: "
-            f"{rates.detail}", False)
+        say(
+            f"rates {rates.flops_per_s:.3g} FLOP/s and {rates.seconds_per_op:.3g} s per operation, {rates.source}: "
+            f"{rates.detail}",
+            False,
+        )
     for name, worker in classes.items():
         say(f"{name}: calibrated by {worker.jobs} succeeded jobs on {', '.join(worker.devices)}", False)
     if estimate.calibration:
@@ -225,7 +253,9 @@ def wait(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_json:
 @_exits
 def metrics(
     job_id: str,
-    name: Annotated[Optional[list[str]], typer.Option("--name", "-n", help="series to show (repeat); all if absent")] = None,
+    name: Annotated[
+        list[str] | None, typer.Option("--name", "-n", help="series to show (repeat); all if absent")
+    ] = None,
     csv: Annotated[bool, typer.Option("--csv", help="print name,step,value rows")] = False,
     url: UrlOption = None,
     api_key: KeyOption = None,
@@ -235,8 +265,12 @@ def metrics(
     with _client(url, api_key) as client:
         series = client.jobs.metrics(job_id, name)
     if as_json:
-        emit({key: {"step": steps.tolist(), "value": [_finite(v) for v in values.tolist()]}
-               for key, (steps, values) in series.items()})
+        emit(
+            {
+                key: {"step": steps.tolist(), "value": [_finite(v) for v in values.tolist()]}
+                for key, (steps, values) in series.items()
+            }
+        )
         return
     if csv:
         print("name,step,value")
@@ -246,8 +280,13 @@ def metrics(
         return
     table = Table("series", "points", "first step", "last step", "last value")
     for key, (steps, values) in series.items():
-        table.add_row(key, str(len(steps)), str(steps[0]) if len(steps) else "", str(steps[-1]) if len(steps) else "",
-                      f"{values[-1]:.6g}" if len(values) else "")
+        table.add_row(
+            key,
+            str(len(steps)),
+            str(steps[0]) if len(steps) else "",
+            str(steps[-1]) if len(steps) else "",
+            f"{values[-1]:.6g}" if len(values) else "",
+        )
     stdout_console().print(table)
 
 
@@ -279,7 +318,9 @@ def cancel(job_id: str, url: UrlOption = None, api_key: KeyOption = None, as_jso
         _show_job(client.jobs.cancel(job_id), as_json)
 
 
-StatusOption = Annotated[Optional[list[str]], typer.Option("--status", help="queued, running, succeeded, failed, cancelled (repeat)")]
+StatusOption = Annotated[
+    list[str] | None, typer.Option("--status", help="queued, running, succeeded, failed, cancelled (repeat)")
+]
 LimitOption = Annotated[int, typer.Option("--limit", min=1, help="show at most this many")]
 LIST_PAGE_SIZE = 200
 """Rows a list command asks for per request: the service's default page size limit (max_page_size)."""
@@ -294,7 +335,7 @@ def _first(list_call: Callable[..., Iterable[Any]], limit: int, **filters: Any) 
 @_exits
 def list_jobs(
     status: StatusOption = None,
-    tag: Annotated[Optional[str], typer.Option("--tag")] = None,
+    tag: Annotated[str | None, typer.Option("--tag")] = None,
     limit: LimitOption = 20,
     url: UrlOption = None,
     api_key: KeyOption = None,
@@ -308,12 +349,18 @@ def list_jobs(
         return
     table = _id_table("id", "name", "status", "progress", "created", ids=(job.id for job in jobs))
     for job in jobs:
-        table.add_row(job.id, job.name or "", job.status, f"{job.progress.step}/{job.progress.total}",
-                      job.created_at.isoformat(timespec="seconds"))
+        table.add_row(
+            job.id,
+            job.name or "",
+            job.status,
+            f"{job.progress.step}/{job.progress.total}",
+            job.created_at.isoformat(timespec="seconds"),
+        )
     stdout_console().print(table)
 
 
 # ----------------------------------------------------------------------------- sweeps and presets
+
 
 def _grid(sweep: Sweep) -> list[str]:
     """The sweep's grid axes as submitted (a linked axis is "a,b")."""
@@ -348,8 +395,9 @@ def _follow_sweep(client: ntklab_client.Client, sweep: Sweep, wait: bool, as_jso
 
 @app.command()
 @_exits
-def sweep(spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None,
-          as_json: JsonOption = False) -> None:
+def sweep(
+    spec: Path, wait: WaitOption = False, url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOption = False
+) -> None:
     """Submit a sweep spec {name, base, grid, fits} (.json/.yaml)."""
     with _client(url, api_key) as client:
         _follow_sweep(client, client.sweeps.create(spec), wait, as_json)
@@ -382,15 +430,20 @@ def presets(url: UrlOption = None, api_key: KeyOption = None, as_json: JsonOptio
         return
     table = _id_table("name", "jobs (smoke/cpu/paper)", "title", ids=(item.name for item in found))
     for item in found:
-        table.add_row(item.name, "/".join(str(item.jobs.get(scale, "")) for scale in ("smoke", "cpu", "paper")), item.title)
+        table.add_row(
+            item.name, "/".join(str(item.jobs.get(scale, "")) for scale in ("smoke", "cpu", "paper")), item.title
+        )
     stdout_console().print(table)
 
 
 @sweeps_app.command("list")
 @_exits
 def list_sweeps(
-    status: Annotated[Optional[list[str]], typer.Option("--status", help="queued, running, succeeded, failed, cancelled, partial (repeat)")] = None,
-    tag: Annotated[Optional[str], typer.Option("--tag", help="a tag of the sweep (a preset's name for a preset)")] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option("--status", help="queued, running, succeeded, failed, cancelled, partial (repeat)"),
+    ] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="a tag of the sweep (a preset's name for a preset)")] = None,
     limit: LimitOption = 20,
     url: UrlOption = None,
     api_key: KeyOption = None,
@@ -405,8 +458,14 @@ def list_sweeps(
     table = _id_table("id", "name", "status", "done", "axes", "created", ids=(item.id for item in found))
     for item in found:
         done = item.total - item.counts.get("queued", 0) - item.counts.get("running", 0)
-        table.add_row(item.id, item.name or "", item.status, f"{done}/{item.total}", ", ".join(item.axes),
-                      item.created_at.isoformat(timespec="seconds"))
+        table.add_row(
+            item.id,
+            item.name or "",
+            item.status,
+            f"{done}/{item.total}",
+            ", ".join(item.axes),
+            item.created_at.isoformat(timespec="seconds"),
+        )
     stdout_console().print(table)
 
 
@@ -422,8 +481,17 @@ def show_sweep(sweep_id: str, url: UrlOption = None, api_key: KeyOption = None, 
 @_exits
 def sweep_table(
     sweep_id: str,
-    column: Annotated[Optional[list[str]], typer.Option("--column", "-c", help="summary scalar to show (repeat); default: the fits' y, else delta_k_max and final_loss")] = None,
-    csv: Annotated[bool, typer.Option("--csv", help="every row as CSV: job_id, status, grid values and every summary scalar")] = False,
+    column: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column",
+            "-c",
+            help="summary scalar to show (repeat); default: the fits' y, else delta_k_max and final_loss",
+        ),
+    ] = None,
+    csv: Annotated[
+        bool, typer.Option("--csv", help="every row as CSV: job_id, status, grid values and every summary scalar")
+    ] = False,
     url: UrlOption = None,
     api_key: KeyOption = None,
     as_json: JsonOption = False,
@@ -464,8 +532,8 @@ def _csv_value(value: Any) -> Any:
 def plot_sweep(
     sweep_id: str,
     output: Annotated[Path, typer.Option("--output", "-o", help="image to write: .png or .svg")],
-    x: Annotated[Optional[str], typer.Option("--x", help="grid path on the x axis; default: the first fit's")] = None,
-    y: Annotated[Optional[str], typer.Option("--y", help="summary scalar on the y axis; default: the first fit's")] = None,
+    x: Annotated[str | None, typer.Option("--x", help="grid path on the x axis; default: the first fit's")] = None,
+    y: Annotated[str | None, typer.Option("--y", help="summary scalar on the y axis; default: the first fit's")] = None,
     url: UrlOption = None,
     api_key: KeyOption = None,
     as_json: JsonOption = False,

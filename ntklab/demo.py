@@ -29,8 +29,13 @@ from ntklab.terminal import stdout_console
 
 DEMO_PRESETS = ("fig1-width", "fig2-bottleneck", "table1-hessian")
 LABELS = {"identity": "linear head", "softmax": "softmax head", "swish": "swish head"}
-SYMBOLS = {"delta_k_max": "ΔK", "hessian_norm_init": "‖H‖", "hessian_kernel_ratio_init": "‖H‖/K",
-           "weight_change_l2": "‖w*−w₀‖₂", "weight_change_linf": "‖w*−w₀‖_∞"}
+SYMBOLS = {
+    "delta_k_max": "ΔK",
+    "hessian_norm_init": "‖H‖",
+    "hessian_kernel_ratio_init": "‖H‖/K",
+    "weight_change_l2": "‖w*−w₀‖₂",
+    "weight_change_linf": "‖w*−w₀‖_∞",
+}
 SMALL, LARGE = 1e-2, 1e4
 """A table value outside [SMALL, LARGE) in magnitude is written in scientific form."""
 
@@ -55,7 +60,7 @@ def slope_text(fit: dict) -> str:
 
 
 def verdict(preset: str, fit: dict) -> str:
-    """"linear head: ΔK ∝ m^-0.49 ± 0.05 → transitions to linearity"."""
+    """ "linear head: ΔK ∝ m^-0.49 ± 0.05 → transitions to linearity"."""
     symbol = SYMBOLS.get(fit["y"], fit["y"])
     variable = "m_b" if fit["x"] == "model.hidden.1" and preset == "fig2-bottleneck" else "m"
     falls = fit["slope"] is not None and fit["slope"] < -0.25
@@ -81,35 +86,57 @@ def checks_for(preset: str, sweep: Sweep) -> list[Check]:
     fits = by_group(sweep)
     if preset == "fig1-width":
         linear = fits["linear head"]
-        result = [Check("linear head: ΔK slope vs m steeper than −0.4 with R² ≥ 0.9",
-                        linear["slope"] < -0.4 and (linear["r_squared"] or 0) >= 0.9,
-                        f"slope {slope_text(linear)}, R² {linear['r_squared']:.3f}")]
+        result = [
+            Check(
+                "linear head: ΔK slope vs m steeper than −0.4 with R² ≥ 0.9",
+                linear["slope"] < -0.4 and (linear["r_squared"] or 0) >= 0.9,
+                f"slope {slope_text(linear)}, R² {linear['r_squared']:.3f}",
+            )
+        ]
         for head in ("softmax head", "swish head"):
             ratio = largest_width_value(fits[head]) / largest_width_value(linear)
-            result.append(Check(f"{head}: ΔK at the largest width ≥ 10× the linear head's", ratio >= 10,
-                                f"{ratio:.0f}×"))
+            result.append(
+                Check(f"{head}: ΔK at the largest width ≥ 10× the linear head's", ratio >= 10, f"{ratio:.0f}×")
+            )
         return result
     if preset == "fig2-bottleneck":
         fit = next(iter(fits.values()))
-        return [Check("ΔK slope vs bottleneck width m_b steeper than −0.4", fit["slope"] < -0.4, f"slope {slope_text(fit)}")]
+        return [
+            Check("ΔK slope vs bottleneck width m_b steeper than −0.4", fit["slope"] < -0.4, f"slope {slope_text(fit)}")
+        ]
     if preset == "param-check":
         ratio = by_group(sweep, "hessian_kernel_ratio_init")
         ntk, standard, meanfield = ratio["ntk"], ratio["standard"], ratio["meanfield"]
         return [
-            Check("ntk and standard: ‖H‖/K slopes agree within 0.1", abs(ntk["slope"] - standard["slope"]) < 0.1,
-                  f"{slope_text(ntk)} vs {slope_text(standard)}"),
-            Check("meanfield: ‖H‖/K slope differs from ntk's by more than 0.3", abs(meanfield["slope"] - ntk["slope"]) > 0.3,
-                  f"{slope_text(meanfield)} vs {slope_text(ntk)}"),
+            Check(
+                "ntk and standard: ‖H‖/K slopes agree within 0.1",
+                abs(ntk["slope"] - standard["slope"]) < 0.1,
+                f"{slope_text(ntk)} vs {slope_text(standard)}",
+            ),
+            Check(
+                "meanfield: ‖H‖/K slope differs from ntk's by more than 0.3",
+                abs(meanfield["slope"] - ntk["slope"]) > 0.3,
+                f"{slope_text(meanfield)} vs {slope_text(ntk)}",
+            ),
         ]
     if preset == "lazy-is-not-small":
-        l2, linf = by_group(sweep, "weight_change_l2")["weight_change_l2"], by_group(sweep, "weight_change_linf")["weight_change_linf"]
-        return [Check("‖w*−w₀‖₂ does not shrink with m (|slope| < 0.1)", abs(l2["slope"]) < 0.1, f"slope {slope_text(l2)}"),
-                Check("‖w*−w₀‖_∞ shrinks with m (slope < −0.3)", linf["slope"] < -0.3, f"slope {slope_text(linf)}")]
+        l2, linf = (
+            by_group(sweep, "weight_change_l2")["weight_change_l2"],
+            by_group(sweep, "weight_change_linf")["weight_change_linf"],
+        )
+        return [
+            Check("‖w*−w₀‖₂ does not shrink with m (|slope| < 0.1)", abs(l2["slope"]) < 0.1, f"slope {slope_text(l2)}"),
+            Check("‖w*−w₀‖_∞ shrinks with m (slope < −0.3)", linf["slope"] < -0.3, f"slope {slope_text(linf)}"),
+        ]
     if preset != "table1-hessian":
         return []
     linear, swish, bottleneck = fits["linear head"], fits["swish head"], fits["bottleneck"]
     return [
-        Check("linear head: ‖H‖ slope vs m in [−0.6, −0.4]", -0.6 <= linear["slope"] <= -0.4, f"slope {slope_text(linear)}"),
+        Check(
+            "linear head: ‖H‖ slope vs m in [−0.6, −0.4]",
+            -0.6 <= linear["slope"] <= -0.4,
+            f"slope {slope_text(linear)}",
+        ),
         Check("swish head: ‖H‖ slope vs m > −0.15", swish["slope"] > -0.15, f"slope {slope_text(swish)}"),
         Check("bottleneck: ‖H‖ slope vs m > −0.15", bottleneck["slope"] > -0.15, f"slope {slope_text(bottleneck)}"),
     ]
@@ -157,8 +184,14 @@ def fit_table(y: str, fits: list[dict]) -> Table:
 
 def markdown_table(y: str, fits: list[dict]) -> list[str]:
     headers = ["group", *(f"{x:g}" for x in columns(fits)), "slope (95% CI)", "R²"]
-    return [f"`{y}` against `{fits[0]['x']}` (mean over seeds):", "", "| " + " | ".join(headers) + " |",
-            "|---" * len(headers) + "|", *("| " + " | ".join(row) + " |" for row in fit_rows(fits)), ""]
+    return [
+        f"`{y}` against `{fits[0]['x']}` (mean over seeds):",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|---" * len(headers) + "|",
+        *("| " + " | ".join(row) + " |" for row in fit_rows(fits)),
+        "",
+    ]
 
 
 def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
@@ -190,7 +223,9 @@ def time_series_figure(client: Client, sweep: Sweep, path: Path) -> list[str]:
     return lines
 
 
-def report_preset(client: Client, console: Console, preset: str, sweep: Sweep, out: Path) -> tuple[list[str], list[Check]]:
+def report_preset(
+    client: Client, console: Console, preset: str, sweep: Sweep, out: Path
+) -> tuple[list[str], list[Check]]:
     """Print the preset's tables, verdicts and checks; save its plot; return its Markdown lines and checks."""
     image = f"{preset}.png"
     lines: list[str] = []
@@ -214,10 +249,13 @@ def report_preset(client: Client, console: Console, preset: str, sweep: Sweep, o
 
 
 def warning_lines(sweep: Sweep) -> list[str]:
-    """"WARNING (fit or job): message" for each fit's warnings, or each job's where the sweep has no fit."""
+    """ "WARNING (fit or job): message" for each fit's warnings, or each job's where the sweep has no fit."""
     if sweep.fits:
-        return [f"WARNING ({fit['y']}{', ' + group_label(fit) if fit['group'] else ''}): {warning['message']}"
-                for fit in sweep.fits for warning in fit.get("warnings", [])]
+        return [
+            f"WARNING ({fit['y']}{', ' + group_label(fit) if fit['group'] else ''}): {warning['message']}"
+            for fit in sweep.fits
+            for warning in fit.get("warnings", [])
+        ]
     return [f"WARNING ({row.job_id}): {warning.message}" for row in sweep.table for warning in row.warnings]
 
 
@@ -256,8 +294,10 @@ def main() -> None:
                 checks += preset_checks
     minutes = (time.monotonic() - started) / 60
     passed = sum(check.passed for check in checks)
-    header = (f"# ntklab reproduction report ({args.scale} scale)\n\n{passed} of {len(checks)} claims hold; "
-              f"{minutes:.1f} minutes in all. Made by `make demo` (python -m ntklab.demo --scale {args.scale}).\n\n")
+    header = (
+        f"# ntklab reproduction report ({args.scale} scale)\n\n{passed} of {len(checks)} claims hold; "
+        f"{minutes:.1f} minutes in all. Made by `make demo` (python -m ntklab.demo --scale {args.scale}).\n\n"
+    )
     (args.out / "report.md").write_text(header + "\n".join(sections))
     console.print(f"\n{passed}/{len(checks)} claims hold; report and plots in {args.out}/ ({minutes:.1f} min)")
     sys.exit(0 if passed == len(checks) else 1)

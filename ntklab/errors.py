@@ -7,6 +7,7 @@ onto the exception so callers can branch on them without parsing the body again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -171,8 +172,15 @@ class ExportMismatchError(NtklabError, ValueError):
     outputs on the example input (None when the parameters already differ).
     """
 
-    def __init__(self, message: str, *, missing: list[str] = (), extra: list[str] = (),  # type: ignore[assignment]
-                 reshaped: list[tuple[str, list[int], list[int]]] = (), max_difference: float | None = None) -> None:  # type: ignore[assignment]
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: Sequence[str] = (),
+        extra: Sequence[str] = (),
+        reshaped: Sequence[tuple[str, list[int], list[int]]] = (),
+        max_difference: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.missing, self.extra, self.reshaped = list(missing), list(extra), list(reshaped)
         self.max_difference = max_difference

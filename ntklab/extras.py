@@ -18,8 +18,21 @@ from rich.markup import escape
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "plots": ("matplotlib", "scipy"),
-    "server": ("pydantic_settings", "fastapi", "uvicorn", "sqlalchemy", "alembic", "celery", "redis", "limits",
-               "psycopg", "prometheus_client", "cachetools", "matplotlib", "scipy"),
+    "server": (
+        "pydantic_settings",
+        "fastapi",
+        "uvicorn",
+        "sqlalchemy",
+        "alembic",
+        "celery",
+        "redis",
+        "limits",
+        "psycopg",
+        "prometheus_client",
+        "cachetools",
+        "matplotlib",
+        "scipy",
+    ),
     "worker": ("torch", "scipy", "sklearn"),
 }
 

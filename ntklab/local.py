@@ -1,9 +1,9 @@
 """Run a job in this process (no service) and write its result to a directory.
 
-    DIR/summary.json    the named scalars
-    DIR/warnings.json   [{code, message, values}]: why a number should not be read at face value
-    DIR/metrics.json    {name: {"step": [...], "value": [...]}}
-    DIR/<artifact>      kernel_init.npy, weights_final.npz, hessian.json, …
+DIR/summary.json    the named scalars
+DIR/warnings.json   [{code, message, values}]: why a number should not be read at face value
+DIR/metrics.json    {name: {"step": [...], "value": [...]}}
+DIR/<artifact>      kernel_init.npy, weights_final.npz, hessian.json, …
 """
 
 from __future__ import annotations

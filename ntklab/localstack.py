@@ -47,8 +47,11 @@ def clean_env(settings: dict[str, str]) -> dict[str, str]:
 def migrate(database_url: str) -> None:
     """`ntklab migrate` in a subprocess, so the settings it reads are exactly these."""
     done = subprocess.run(
-        [str(BIN / "ntklab"), "migrate"], env=clean_env({"NTKLAB_DATABASE_URL": database_url}),
-        capture_output=True, text=True, timeout=120,
+        [str(BIN / "ntklab"), "migrate"],
+        env=clean_env({"NTKLAB_DATABASE_URL": database_url}),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if done.returncode:
         raise StackError(f"ntklab migrate failed on {database_url}:\n{done.stdout}\n{done.stderr}")
@@ -59,8 +62,12 @@ def embedded_settings(root: Path) -> dict[str, str]:
     root.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{root / 'ntklab.db'}"
     migrate(url)
-    return {"NTKLAB_DATABASE_URL": url, "NTKLAB_BROKER_URL": "filesystem://", "NTKLAB_BROKER_DIR": str(root / "broker"),
-            "NTKLAB_QUEUE": f"ntklab-{uuid.uuid4().hex[:8]}"}
+    return {
+        "NTKLAB_DATABASE_URL": url,
+        "NTKLAB_BROKER_URL": "filesystem://",
+        "NTKLAB_BROKER_DIR": str(root / "broker"),
+        "NTKLAB_QUEUE": f"ntklab-{uuid.uuid4().hex[:8]}",
+    }
 
 
 def free_port() -> int:
@@ -69,8 +76,14 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, message: str, *,
-               alive: subprocess.Popen | None = None, every_s: float = 0.05) -> None:
+def wait_until(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    message: str,
+    *,
+    alive: subprocess.Popen | None = None,
+    every_s: float = 0.05,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
@@ -84,8 +97,9 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, message: str, *,
 class LocalStack:
     """An API and celery workers as subprocesses; `url` is where the API answers."""
 
-    def __init__(self, settings: dict[str, str], logs: Path, port: int | None = None, api_processes: int = 1,
-                 workers: int = 1):
+    def __init__(
+        self, settings: dict[str, str], logs: Path, port: int | None = None, api_processes: int = 1, workers: int = 1
+    ):
         self.logs = logs
         self.initial_workers = workers
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -109,11 +123,27 @@ class LocalStack:
     def start_api(self) -> None:
         if self.api is not None and self.api.poll() is None:
             raise StackError(f"this stack's API already runs on port {self.port}")
-        command = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--workers", str(self.api_processes), "--no-proxy-headers"]
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "service.app:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.api_processes),
+            "--no-proxy-headers",
+        ]
         self.api = self._spawn(command, "api")
-        wait_until(self._api_ready, API_READY_TIMEOUT_S, f"API never answered /healthz; see {self.logs}/api.log",
-                   alive=self.api)
+        wait_until(
+            self._api_ready,
+            API_READY_TIMEOUT_S,
+            f"API never answered /healthz; see {self.logs}/api.log",
+            alive=self.api,
+        )
 
     def start_worker(self) -> subprocess.Popen:
         """A worker node like the one `make up` starts (`python -m workers`); returns once its pool process
@@ -126,13 +156,25 @@ class LocalStack:
         started = []
         for _ in range(count):
             name, log = f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h", f"worker{len(self.workers)}"
-            command = [sys.executable, "-m", "workers", "-n", name, "--without-gossip", "--without-mingle",
-                       "--without-heartbeat"]
+            command = [
+                sys.executable,
+                "-m",
+                "workers",
+                "-n",
+                name,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ]
             self.workers.append(self._spawn(command, log))
             started.append((self.workers[-1], log))
         for worker, log in started:
-            wait_until(lambda: WORKER_READY_LINE in (self.logs / f"{log}.log").read_text(), WORKER_READY_TIMEOUT_S,
-                       f"celery worker never became ready; see {self.logs}/{log}.log", alive=worker)
+            wait_until(
+                lambda: WORKER_READY_LINE in (self.logs / f"{log}.log").read_text(),
+                WORKER_READY_TIMEOUT_S,
+                f"celery worker never became ready; see {self.logs}/{log}.log",
+                alive=worker,
+            )
         return [worker for worker, _ in started]
 
     def kill(self, process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -159,8 +201,9 @@ class LocalStack:
 
     def _spawn(self, command: list[str], log: str) -> subprocess.Popen:
         with open(self.logs / f"{log}.log", "wb") as out:
-            return subprocess.Popen(command, env=clean_env(self.settings), stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            return subprocess.Popen(
+                command, env=clean_env(self.settings), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def _api_ready(self) -> bool:
         try:

@@ -69,14 +69,31 @@ def export_module(module: Any, example_input: Any, *, dynamo: bool = False, opse
 def _export(torch: Any, module: Any, example: Any, dynamo: bool, opset_version: int | None) -> bytes:
     if dynamo:
         batch = torch.export.Dim("batch", min=1)
-        program = torch.onnx.export(module, (example,), dynamo=True, input_names=["x"], output_names=["y"],
-                                    dynamic_shapes=({0: batch},), opset_version=opset_version, optimize=False)
+        program = torch.onnx.export(
+            module,
+            (example,),
+            dynamo=True,
+            input_names=["x"],
+            output_names=["y"],
+            dynamic_shapes=({0: batch},),
+            opset_version=opset_version,
+            optimize=False,
+        )
         return bytes(program.model_proto.SerializeToString())
     buffer = io.BytesIO()
-    torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset_version,
-                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
-                      keep_initializers_as_inputs=True)  # else equal initializers (fresh LayerNorms) are merged: tied
+    torch.onnx.export(
+        module,
+        (example,),
+        buffer,
+        dynamo=False,
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+        opset_version=opset_version,
+        training=torch.onnx.TrainingMode.PRESERVE,
+        do_constant_folding=False,
+        keep_initializers_as_inputs=True,
+    )  # else equal initializers (fresh LayerNorms) are merged: tied
     return buffer.getvalue()
 
 
@@ -95,7 +112,10 @@ def buffers_as_constants(proto: Any, parameter_names: set[str]) -> None:
     inputs = [value for value in graph.input if value.name not in names]
     del graph.input[:]
     graph.input.extend(inputs)
-    constants = [onnx.helper.make_node("Constant", [], [tensor.name], name=f"/constant/{tensor.name}", value=tensor) for tensor in moved]
+    constants = [
+        onnx.helper.make_node("Constant", [], [tensor.name], name=f"/constant/{tensor.name}", value=tensor)
+        for tensor in moved
+    ]
     nodes = constants + list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
@@ -123,21 +143,35 @@ def check_parameters(proto: Any, aliases: dict[str, tuple[str, list[int]]]) -> N
     missing = sorted(set(wanted) - set(found))
     extra = sorted(name for name in exported if name not in aliases)
     untied = sorted(f"{canonical} ({', '.join(names)})" for canonical, names in found.items() if len(names) > 1)
-    reshaped = [(names[0], wanted[canonical], exported[names[0]]) for canonical, names in found.items()
-                if exported[names[0]] != wanted[canonical]]
+    reshaped = [
+        (names[0], wanted[canonical], exported[names[0]])
+        for canonical, names in found.items()
+        if exported[names[0]] != wanted[canonical]
+    ]
     if not (missing or extra or reshaped or untied):
         return
     count = sum(int(np.prod(shape)) for shape in exported.values())
     total = sum(int(np.prod(shape)) for shape in wanted.values())
-    parts = [f"the export has {count} trainable parameters in {len(exported)} tensors; the module {total} in {len(wanted)}"]
-    for label, names in (("missing from the export", missing), ("in the export only", extra), ("tied in the module, separate in the export", untied)):
+    parts = [
+        f"the export has {count} trainable parameters in {len(exported)} tensors; the module {total} in {len(wanted)}"
+    ]
+    for label, names in (
+        ("missing from the export", missing),
+        ("in the export only", extra),
+        ("tied in the module, separate in the export", untied),
+    ):
         if names:
             parts.append(f"{label}: {', '.join(names[:12])}" + (" …" if len(names) > 12 else ""))
     if reshaped:
         parts.append("other shapes: " + ", ".join(f"{name} {a} → {b}" for name, a, b in reshaped[:12]))
-    raise ExportMismatchError("the exported ONNX model is not the module's network: " + "; ".join(parts) +
-                              " (a folded layer, e.g. BatchNorm into a convolution, shows as both missing and extra)",
-                              missing=missing, extra=extra, reshaped=reshaped)
+    raise ExportMismatchError(
+        "the exported ONNX model is not the module's network: "
+        + "; ".join(parts)
+        + " (a folded layer, e.g. BatchNorm into a convolution, shows as both missing and extra)",
+        missing=missing,
+        extra=extra,
+        reshaped=reshaped,
+    )
 
 
 def check_outputs(proto: Any, example: Any, expected: Any) -> None:
@@ -145,14 +179,18 @@ def check_outputs(proto: Any, example: Any, expected: Any) -> None:
     got = converted_outputs(proto, example, expected.dtype)
     want = expected.detach().cpu().numpy()
     if got.shape != want.shape:
-        raise ExportMismatchError(f"the exported network gives outputs of shape {list(got.shape)}; the module {list(want.shape)}")
+        raise ExportMismatchError(
+            f"the exported network gives outputs of shape {list(got.shape)}; the module {list(want.shape)}"
+        )
     rtol = RTOL.get(str(want.dtype), 1e-4)
     difference = float(np.max(np.abs(got - want))) if want.size else 0.0
     scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
     if not np.isfinite(difference) or difference > rtol * scale:
-        raise ExportMismatchError(f"the exported network's outputs differ from the module's on example_input: "
-                                  f"max |Δ| = {difference:.3g} against max |y| = {scale:.3g} (tolerance {rtol:g} relative)",
-                                  max_difference=difference)
+        raise ExportMismatchError(
+            f"the exported network's outputs differ from the module's on example_input: "
+            f"max |Δ| = {difference:.3g} against max |y| = {scale:.3g} (tolerance {rtol:g} relative)",
+            max_difference=difference,
+        )
 
 
 def converted_outputs(proto: Any, example: Any, dtype: Any) -> np.ndarray:
@@ -174,7 +212,9 @@ def converted_outputs(proto: Any, example: Any, dtype: Any) -> np.ndarray:
 def reference_outputs(proto: Any, example: Any) -> np.ndarray:
     """Outputs on `example` by onnx.reference.ReferenceEvaluator (a client without the worker's converter)."""
     reference = _import("onnx.reference")
-    name = next(value.name for value in proto.graph.input if value.name not in {t.name for t in proto.graph.initializer})
+    name = next(
+        value.name for value in proto.graph.input if value.name not in {t.name for t in proto.graph.initializer}
+    )
     return np.asarray(reference.ReferenceEvaluator(proto).run(None, {name: example.cpu().numpy()})[0])
 
 
@@ -182,4 +222,6 @@ def _import(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as error:
-        raise ImportError(f"exporting a torch module needs torch and onnx: pip install 'ntklab[torch]' ({error})") from error
+        raise ImportError(
+            f"exporting a torch module needs torch and onnx: pip install 'ntklab[torch]' ({error})"
+        ) from error

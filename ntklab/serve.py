@@ -29,8 +29,20 @@ def api_command(host: str, port: int, api_processes: int) -> list[str]:
     `--no-proxy-headers`: uvicorn would otherwise believe X-Forwarded-For from any loopback
     client; the app believes it only from `settings.trusted_proxies` (service/app.py).
     """
-    return [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", host, "--port", str(port),
-            "--workers", str(api_processes), "--no-proxy-headers"]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "service.app:create_app",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(api_processes),
+        "--no-proxy-headers",
+    ]
 
 
 def worker_command(name: str) -> list[str]:
@@ -55,14 +67,19 @@ def serve(host: str, port: int, workers: int, api_processes: int = 1, *, as_json
     logs = sys.stderr if as_json else None
     processes = [subprocess.Popen(api_command(host, port, api_processes), stdout=logs)]
     for index in range(workers):
-        processes.append(subprocess.Popen(worker_command(f"worker{index}@%h"), stdout=logs, env=worker_env(settings, workers)))
+        processes.append(
+            subprocess.Popen(worker_command(f"worker{index}@%h"), stdout=logs, env=worker_env(settings, workers))
+        )
     url = f"http://{host}:{port}"
     if as_json:
         print(json.dumps({"url": url, "docs": f"{url}/docs"}), flush=True)
     human = sys.stderr if as_json else sys.stdout
     print(f"\nntklab is starting: API docs at {url}/docs", file=human, flush=True)
-    print(f"submit a job:  curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/json' -d '{FIRST_JOB}'",
-          file=human, flush=True)
+    print(
+        f"submit a job:  curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/json' -d '{FIRST_JOB}'",
+        file=human,
+        flush=True,
+    )
     print("Ctrl-C stops the API and the worker(s).\n", file=human, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     crashed = False

@@ -31,7 +31,9 @@ app.add_typer(keys_app)
 def run_command(
     spec_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Job spec (.json, .yaml or .yml)."),
     local: bool = typer.Option(False, "--local", help="Run the engine in this process, without the service."),
-    out: Path = typer.Option(Path("ntklab-out"), "--out", help="Directory for summary.json, metrics.json and artifacts."),
+    out: Path = typer.Option(
+        Path("ntklab-out"), "--out", help="Directory for summary.json, metrics.json and artifacts."
+    ),
     as_json: JsonOption = False,
 ) -> None:
     """Run one job. Exit 0 on success, 2 on a bad spec, 1 if the run fails."""
@@ -77,7 +79,9 @@ def up(
     host: str = typer.Option("127.0.0.1", help="Interface the API listens on."),
     port: int = typer.Option(8000, help="Port of the API."),
     workers: int = typer.Option(1, min=1, max=64, help="Celery worker processes (one job each)."),
-    api_processes: int = typer.Option(1, min=1, max=64, help="uvicorn processes serving the API (reads scale with them)."),
+    api_processes: int = typer.Option(
+        1, min=1, max=64, help="uvicorn processes serving the API (reads scale with them)."
+    ),
     as_json: JsonOption = False,
 ) -> None:
     """Migrate the database and serve the API and worker(s) in the foreground; Ctrl-C stops them.
@@ -92,7 +96,9 @@ def up(
 
 
 @app.command()
-def migrate(revision: str = typer.Argument("head", help="Alembic revision to upgrade to."), as_json: JsonOption = False) -> None:
+def migrate(
+    revision: str = typer.Argument("head", help="Alembic revision to upgrade to."), as_json: JsonOption = False
+) -> None:
     """Upgrade the database of the settings (NTKLAB_DATABASE_URL) with the migrations shipped in the package."""
     needs("server", purpose="ntklab migrate")
     from config.settings import Settings

@@ -56,8 +56,16 @@ UPLOAD_FOLDER_MARGIN_S = 3600.0
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = make_engine(settings.database_url, pool_size=settings.database_pool_size)
-    app = ProblemAPI(title="ntklab", version="1", description=DESCRIPTION, lifespan=_lifespan, redirect_slashes=False,
-                  docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
+    app = ProblemAPI(
+        title="ntklab",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=_lifespan,
+        redirect_slashes=False,
+        docs_url=None,
+        redoc_url=None,
+        generate_unique_id_function=operation_id,
+    )
     install_dashboard(app)
     install_openapi(app)
     app.state.settings = settings
@@ -68,7 +76,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.key_cache = KeyCache(settings.auth_cache_s)
     app.state.rate_limiter, app.state.auth_failures = make_limiters(settings)
     app.state.upload_slots = UploadSlots(settings.max_concurrent_uploads_per_key, settings.retry_after_s)
-    app.state.model_checks = ModelChecks(settings.max_concurrent_model_checks, settings.body_deadline_s, settings.retry_after_s)
+    app.state.model_checks = ModelChecks(
+        settings.max_concurrent_model_checks, settings.body_deadline_s, settings.retry_after_s
+    )
     app.state.metrics_registry, latency = make_registry(app.state.sessions, app.state.broker)
     install_problem_handlers(app, settings.retry_after_s)
     for router in (jobs.router, artifacts.router, sweeps.router, presets.router, datasets.router, models.router):

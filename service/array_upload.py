@@ -75,8 +75,12 @@ def check_dataset(received: Received, folder: Path, settings: Settings) -> Check
     else:
         missing = [name for name in ("x", "y") if name not in received.files]
         if missing:
-            raise invalid(missing[0], f"the {missing[0]} array is missing: send an .npz with x and y, or .npy parts x and y")
-        x, y = (_from_npy(received.files[name].path, name, received.files[name].sha256, settings) for name in ("x", "y"))
+            raise invalid(
+                missing[0], f"the {missing[0]} array is missing: send an .npz with x and y, or .npy parts x and y"
+            )
+        x, y = (
+            _from_npy(received.files[name].path, name, received.files[name].sha256, settings) for name in ("x", "y")
+        )
     if y.shape[0] != x.shape[0]:
         raise invalid("y", f"y has {y.shape[0]} rows but x has {x.shape[0]}", value=y.shape[0])
     if x.size + y.size > settings.max_upload_bytes:
@@ -115,23 +119,45 @@ def read_header(stream: BinaryIO, name: str) -> Header:
 def check_header(header: Header, name: str, settings: Settings) -> None:
     dtype, shape = header.dtype, header.shape
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
-        raise invalid(name, f"dtype {dtype.str!r} is not allowed: only float and integer arrays (never objects or pickles)", value=dtype.str)
-    if dtype.kind not in "fiu" or (dtype.kind == "u" and dtype.itemsize == 8) or (dtype.kind == "f" and dtype.itemsize > 8):
+        raise invalid(
+            name,
+            f"dtype {dtype.str!r} is not allowed: only float and integer arrays (never objects or pickles)",
+            value=dtype.str,
+        )
+    if (
+        dtype.kind not in "fiu"
+        or (dtype.kind == "u" and dtype.itemsize == 8)
+        or (dtype.kind == "f" and dtype.itemsize > 8)
+    ):
         raise invalid(name, f"dtype {dtype.name} is not allowed: float16/32/64 or (u)int8…int64 only", value=dtype.name)
     if len(shape) > MAX_ARRAY_DIMENSIONS:
         message = f"{name} declares {len(shape)} dimensions; numpy holds at most {MAX_ARRAY_DIMENSIONS}"
-        raise ProblemError(422, f"{name}: {message}", type=INVALID_UPLOAD, title="Upload refused", errors=[
-            FieldError(field=name, message=message, limit=MAX_ARRAY_DIMENSIONS, value=len(shape))])
+        raise ProblemError(
+            422,
+            f"{name}: {message}",
+            type=INVALID_UPLOAD,
+            title="Upload refused",
+            errors=[FieldError(field=name, message=message, limit=MAX_ARRAY_DIMENSIONS, value=len(shape))],
+        )
     if name == "x" and len(shape) < 2:
-        raise invalid(name, f"x must be [points, ...] with at least 2 dimensions; it is {list(shape)}", value=len(shape))
+        raise invalid(
+            name, f"x must be [points, ...] with at least 2 dimensions; it is {list(shape)}", value=len(shape)
+        )
     if name == "y" and len(shape) not in (1, 2):
         raise invalid(name, f"y must be [points] or [points, O]; it is {list(shape)}", value=len(shape))
     if any(n < 1 for n in shape):
         raise invalid(name, f"{name} has an empty dimension: shape {list(shape)}")
     if shape[0] > settings.max_train_points:
-        message = f"{name} declares {shape[0]} points; the cap is {settings.max_train_points} (setting max_train_points)"
-        raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
-                           errors=[FieldError(field=name, message=message, limit=settings.max_train_points, value=shape[0])])
+        message = (
+            f"{name} declares {shape[0]} points; the cap is {settings.max_train_points} (setting max_train_points)"
+        )
+        raise ProblemError(
+            422,
+            message,
+            type=types.RESOURCE_CAP,
+            title="Request exceeds a resource cap",
+            errors=[FieldError(field=name, message=message, limit=settings.max_train_points, value=shape[0])],
+        )
     if header.data_bytes > settings.max_upload_bytes:
         raise too_large(header.data_bytes, settings.max_upload_bytes, f"declares an array ({name}) of")
 
@@ -165,7 +191,9 @@ def _from_npz(path: Path, folder: Path, settings: Settings) -> tuple[CheckedArra
         names = archive.namelist()
         unexpected = sorted(set(names) - set(NPZ_MEMBERS))
         if unexpected or len(names) != len(set(names)):
-            raise invalid("file", f"the .npz must hold exactly x.npy and y.npy; it also holds {unexpected or 'duplicates'}")
+            raise invalid(
+                "file", f"the .npz must hold exactly x.npy and y.npy; it also holds {unexpected or 'duplicates'}"
+            )
         unpacked = 0
         for member, name in NPZ_MEMBERS.items():
             if member not in names:
@@ -173,8 +201,10 @@ def _from_npz(path: Path, folder: Path, settings: Settings) -> tuple[CheckedArra
             unpacked += _declared(archive, archive.getinfo(member), name, settings)
         if unpacked > settings.max_upload_bytes:
             raise too_large(unpacked, settings.max_upload_bytes, "unpacks to")
-        checked = {name: _unpack(archive, archive.getinfo(member), name, folder / f"{name}.npy", settings)
-                   for member, name in NPZ_MEMBERS.items()}
+        checked = {
+            name: _unpack(archive, archive.getinfo(member), name, folder / f"{name}.npy", settings)
+            for member, name in NPZ_MEMBERS.items()
+        }
     return checked["x"], checked["y"]
 
 
@@ -191,7 +221,10 @@ def _declared(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, settin
     expected = header.offset + header.data_bytes
     if info.file_size != expected:
         what = "truncated" if info.file_size < expected else "followed by extra bytes"
-        raise invalid(name, f"the .npy data is {what}: the header declares {expected} bytes, the .npz entry holds {info.file_size}")
+        raise invalid(
+            name,
+            f"the .npy data is {what}: the header declares {expected} bytes, the .npz entry holds {info.file_size}",
+        )
     return expected
 
 
@@ -213,7 +246,9 @@ class _Tee:
         return False
 
 
-def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, target: Path, settings: Settings) -> CheckedArray:
+def _unpack(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, target: Path, settings: Settings
+) -> CheckedArray:
     try:
         with upload_disk(), archive.open(info) as member, open(target, "wb") as out:
             tee = _Tee(member, out)
@@ -253,7 +288,9 @@ def _check_values(array: CheckedArray, name: str) -> tuple[int, int] | None:
             where = tuple(int(i) for i in np.argwhere(~finite)[0])
             at = (start + where[0], *where[1:])
             bad = block[where]
-            raise invalid(name, f"{name} holds a non-finite value ({bad}) at index {list(at)}; every value must be finite")
+            raise invalid(
+                name, f"{name} holds a non-finite value ({bad}) at index {list(at)}; every value must be finite"
+            )
     del values
     return None
 

@@ -28,7 +28,9 @@ def warn_if_open(settings: Settings) -> None:
         log.warning(
             "!!! NTKLAB_AUTH=off on what looks like a shared server (database %s, broker %s, public URL %s): "
             "every request is the anonymous owner and sees every anonymous job. Set NTKLAB_AUTH=on. !!!",
-            settings.database_url.split("://")[0], settings.broker_url.split("://")[0], settings.public_url,
+            settings.database_url.split("://")[0],
+            settings.broker_url.split("://")[0],
+            settings.public_url,
         )
 
 
@@ -39,6 +41,8 @@ def ensure_bootstrap_admin(settings: Settings, sessions: sessionmaker[Session]) 
     with sessions() as session:
         key = api_keys.ensure_admin(session, secret)
     if key.revoked_at is not None or not key.is_admin:
-        log.warning("the bootstrap admin key %s (%s…) is revoked or not an admin key; left as it is", key.id, key.prefix)
+        log.warning(
+            "the bootstrap admin key %s (%s…) is revoked or not an admin key; left as it is", key.id, key.prefix
+        )
     else:
         log.info("bootstrap admin key %s (%s…) is present", key.id, key.prefix)

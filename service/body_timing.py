@@ -49,7 +49,10 @@ class BodyTimeout(ProblemError):
 
     def __init__(self, message: str, limit: float, value: float) -> None:
         super().__init__(
-            408, message, type=types.BODY_TIMEOUT, title="Request body too slow",
+            408,
+            message,
+            type=types.BODY_TIMEOUT,
+            title="Request body too slow",
             errors=[FieldError(field="body", message=message, limit=limit, value=value)],
             headers={"Connection": "close"},
         )
@@ -100,12 +103,16 @@ class BodyClock:
         elapsed = now - self.started
         pace = self.pace
         if broken == "deadline":
-            message = (f"the body was not complete within {pace.deadline_s:g} s (setting {pace.deadline_setting}): "
-                       f"{self.received} bytes arrived in {elapsed:.1f} s")
+            message = (
+                f"the body was not complete within {pace.deadline_s:g} s (setting {pace.deadline_setting}): "
+                f"{self.received} bytes arrived in {elapsed:.1f} s"
+            )
             return BodyTimeout(message, _number(pace.deadline_s), round(elapsed, 1))
         rate = self.received / elapsed if elapsed > 0 else 0.0
-        message = (f"the body arrived slower than {pace.min_rate} bytes/s (setting body_min_rate_bytes_per_s, applied "
-                   f"after the first {pace.grace_s:g} s, setting body_grace_s): {self.received} bytes in {elapsed:.1f} s")
+        message = (
+            f"the body arrived slower than {pace.min_rate} bytes/s (setting body_min_rate_bytes_per_s, applied "
+            f"after the first {pace.grace_s:g} s, setting body_grace_s): {self.received} bytes in {elapsed:.1f} s"
+        )
         return BodyTimeout(message, pace.min_rate, round(rate))
 
 
@@ -121,10 +128,12 @@ class BodyDeadline:
     def __init__(self, app, settings: Settings, uploads: frozenset[str]) -> None:
         self.app = app
         self.uploads = uploads
-        self.body = BodyPace(settings.body_deadline_s, "body_deadline_s", settings.body_min_rate_bytes_per_s,
-                             settings.body_grace_s)
-        self.upload = BodyPace(settings.upload_deadline_s, "upload_deadline_s", settings.body_min_rate_bytes_per_s,
-                               settings.body_grace_s)
+        self.body = BodyPace(
+            settings.body_deadline_s, "body_deadline_s", settings.body_min_rate_bytes_per_s, settings.body_grace_s
+        )
+        self.upload = BodyPace(
+            settings.upload_deadline_s, "upload_deadline_s", settings.body_min_rate_bytes_per_s, settings.body_grace_s
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":

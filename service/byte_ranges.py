@@ -71,13 +71,17 @@ def wanted(size: int, range_header: str | None, if_range: str | None, etag: str)
     if found["last"] and last < first:
         raise unsatisfiable(range_header, size, "ends before it starts")
     if first >= size:
-        raise unsatisfiable(range_header, size, f"starts at byte {first}, past the last byte of the file ({size} bytes)")
+        raise unsatisfiable(
+            range_header, size, f"starts at byte {first}, past the last byte of the file ({size} bytes)"
+        )
     return Wanted(first, min(last, size - 1) + 1, size, partial=True)
 
 
 def unsatisfiable(range_header: str, size: int, reason: str) -> ProblemError:
     message = f"the range {range_header!r} {reason}"
     return ProblemError(
-        416, f"{message}; the file has {size} bytes", errors=[FieldError(field="Range", message=message, limit=size)],
+        416,
+        f"{message}; the file has {size} bytes",
+        errors=[FieldError(field="Range", message=message, limit=size)],
         headers={"Content-Range": f"bytes */{size}"},
     )

@@ -115,7 +115,9 @@ def _data_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
 def _kernel_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
     """The tangent kernel on the probe set is (n·O) × (n·O); every job computes it at init."""
     side = spec.probe_n() * (spec.model.output_dim or 1)
-    return _over("data.probe.n", f"tangent-kernel entries (n·O)² with n·O = {side}", side * side, settings.max_kernel_entries)
+    return _over(
+        "data.probe.n", f"tangent-kernel entries (n·O)² with n·O = {side}", side * side, settings.max_kernel_entries
+    )
 
 
 def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> list[FieldError]:
@@ -128,16 +130,28 @@ def _lanczos_violations(spec: JobSpec, parameters: int, settings: Settings) -> l
 
 
 MEMORY_FIELDS = {
-    "data": "data.n_train", "weights": "model", "constants": "model.id", "activations": "model", "kernel": "data.probe.n",
-    "cotangents": "data.probe.n", "lanczos": "diagnostics.hessian.iterations",
-    "infinite_width": "diagnostics.infinite_width", "spectrum": "diagnostics.hessian_spectrum.probes",
+    "data": "data.n_train",
+    "weights": "model",
+    "constants": "model.id",
+    "activations": "model",
+    "kernel": "data.probe.n",
+    "cotangents": "data.probe.n",
+    "lanczos": "diagnostics.hessian.iterations",
+    "infinite_width": "diagnostics.infinite_width",
+    "spectrum": "diagnostics.hessian_spectrum.probes",
     "loss_hessian": "diagnostics.loss_hessian",
 }
 WORK_FIELDS = {
-    "training": "training.max_steps", "kernel": "diagnostics.kernel", "hessian": "diagnostics.hessian",
-    "path": "diagnostics.kernel", "infinite_width": "diagnostics.infinite_width",
-    "hessian_spectrum": "diagnostics.hessian_spectrum.probes", "loss_hessian": "diagnostics.loss_hessian.iterations",
-    "constants": "model.id", "sensitivity": "diagnostics.layer_sensitivity", "kernel_trace": "data.probe.n",
+    "training": "training.max_steps",
+    "kernel": "diagnostics.kernel",
+    "hessian": "diagnostics.hessian",
+    "path": "diagnostics.kernel",
+    "infinite_width": "diagnostics.infinite_width",
+    "hessian_spectrum": "diagnostics.hessian_spectrum.probes",
+    "loss_hessian": "diagnostics.loss_hessian.iterations",
+    "constants": "model.id",
+    "sensitivity": "diagnostics.layer_sensitivity",
+    "kernel_trace": "data.probe.n",
 }
 """The field that drives each term of the estimate (data.x for inline data)."""
 
@@ -150,25 +164,43 @@ def _estimate_violations(spec: JobSpec, estimate: Estimate | None, settings: Set
     violations = []
     if estimate.memory_bytes > settings.max_job_memory_bytes:
         term = estimate.memory_dominant
-        violations.append(_estimate_violation(
-            spec, MEMORY_FIELDS[term.name], f"estimated peak memory {format_bytes(estimate.memory_bytes)}",
-            f"{format_bytes(settings.max_job_memory_bytes)} (setting max_job_memory_bytes)",
-            f"{term.name}, {format_bytes(term.value)}: {term.what}", estimate.memory_bytes, settings.max_job_memory_bytes,
-        ))
+        violations.append(
+            _estimate_violation(
+                spec,
+                MEMORY_FIELDS[term.name],
+                f"estimated peak memory {format_bytes(estimate.memory_bytes)}",
+                f"{format_bytes(settings.max_job_memory_bytes)} (setting max_job_memory_bytes)",
+                f"{term.name}, {format_bytes(term.value)}: {term.what}",
+                estimate.memory_bytes,
+                settings.max_job_memory_bytes,
+            )
+        )
     if estimate.flops > settings.max_job_flops:
         term = estimate.work_dominant
-        violations.append(_estimate_violation(
-            spec, WORK_FIELDS[term.name], f"estimated work {estimate.flops:.3g} FLOPs",
-            f"{settings.max_job_flops:.3g} FLOPs (setting max_job_flops)",
-            f"{term.name}, {term.value:.3g} FLOPs: {term.what}", estimate.flops, settings.max_job_flops,
-        ))
+        violations.append(
+            _estimate_violation(
+                spec,
+                WORK_FIELDS[term.name],
+                f"estimated work {estimate.flops:.3g} FLOPs",
+                f"{settings.max_job_flops:.3g} FLOPs (setting max_job_flops)",
+                f"{term.name}, {term.value:.3g} FLOPs: {term.what}",
+                estimate.flops,
+                settings.max_job_flops,
+            )
+        )
     if estimate.seconds > settings.max_job_seconds:
         term = estimate.time_dominant
-        violations.append(_estimate_violation(
-            spec, WORK_FIELDS[term.name], f"estimated time {estimate.seconds:.4g} s",
-            f"{settings.max_job_seconds:.4g} s (setting max_job_seconds)",
-            f"{term.name}, {term.value:.3g} s: {term.what}", estimate.seconds, settings.max_job_seconds,
-        ))
+        violations.append(
+            _estimate_violation(
+                spec,
+                WORK_FIELDS[term.name],
+                f"estimated time {estimate.seconds:.4g} s",
+                f"{settings.max_job_seconds:.4g} s (setting max_job_seconds)",
+                f"{term.name}, {term.value:.3g} s: {term.what}",
+                estimate.seconds,
+                settings.max_job_seconds,
+            )
+        )
     return violations
 
 
@@ -177,7 +209,9 @@ def time_rates(settings: Settings) -> TimeRates:
     return TimeRates(flops_per_s=settings.estimate_flops_per_s, seconds_per_op=settings.estimate_seconds_per_op)
 
 
-def _estimate_violation(spec: JobSpec, field: str, what: str, cap: str, largest: str, value: float, limit: float) -> FieldError:
+def _estimate_violation(
+    spec: JobSpec, field: str, what: str, cap: str, largest: str, value: float, limit: float
+) -> FieldError:
     if field == "data.n_train" and isinstance(spec.data, InlineData):
         field = "data.x"
     message = f"{what} exceeds the cap of {cap}; the largest term is {largest}"
@@ -188,7 +222,9 @@ def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[
     if spec.model.kind == "onnx":
         if spec.model.stored is None:
             return 0, [FieldError(field="model.id", message="the onnx model has not been looked up (resolve_uploads)")]
-        return spec.model.stored.parameters, _over("model", "trainable parameters", spec.model.stored.parameters, settings.max_parameters)
+        return spec.model.stored.parameters, _over(
+            "model", "trainable parameters", spec.model.stored.parameters, settings.max_parameters
+        )
     input_shape = spec.image_shape() or (input_dim(spec.data),)
     try:
         parameters = count_parameters(spec.model, input_shape)

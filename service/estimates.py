@@ -50,17 +50,25 @@ from store.throughput import FinishedRun, recent_runs
 CALIBRATION_WINDOW = 50
 """Succeeded jobs per worker class the calibration reads, newest first."""
 MEASURED = {
-    "training": ("training",), "kernel": ("kernel",), "path": ("linearization",), "sensitivity": ("sensitivity",),
-    "kernel_trace": ("warnings",), "infinite_width": ("infinite_width",), "constants": ("data", "build"),
+    "training": ("training",),
+    "kernel": ("kernel",),
+    "path": ("linearization",),
+    "sensitivity": ("sensitivity",),
+    "kernel_trace": ("warnings",),
+    "infinite_width": ("infinite_width",),
+    "constants": ("data", "build"),
 }
 """Estimate term → the summary.timings phases measured for it (docs/diagnostics.md, "Timings"). path is the
 linearization error's time (the weight change, a few operations a step, is charged to training)."""
 ALONG_PATH = frozenset({"kernel", "path"})
 UNCALIBRATED = {
     name: f"{what} stops at its tolerance after fewer HVPs than estimated, and no job records how many: "
-          "not calibrated, at the rates"
-    for name, what in (("hessian", "The model Hessian's Lanczos"), ("hessian_spectrum", "The spectrum's Lanczos"),
-                       ("loss_hessian", "The loss-Hessian split's Lanczos"))
+    "not calibrated, at the rates"
+    for name, what in (
+        ("hessian", "The model Hessian's Lanczos"),
+        ("hessian_spectrum", "The spectrum's Lanczos"),
+        ("loss_hessian", "The loss-Hessian split's Lanczos"),
+    )
 }
 NOT_RUN = "no recent job of this class ran it: at the rates"
 _CACHE_SIZE = 4096
@@ -81,8 +89,10 @@ def rates_used(rates: TimeRates) -> EstimateRates:
     """`rates` and their source: the shipped defaults, or this deployment's settings."""
     shipped = (rates.flops_per_s, rates.seconds_per_op) == (FLOPS_PER_S, SECONDS_PER_OP)
     return EstimateRates(
-        flops_per_s=rates.flops_per_s, seconds_per_op=rates.seconds_per_op,
-        source="default" if shipped else "settings", detail=DEFAULT_RATES if shipped else DEPLOYMENT_RATES,
+        flops_per_s=rates.flops_per_s,
+        seconds_per_op=rates.seconds_per_op,
+        source="default" if shipped else "settings",
+        detail=DEFAULT_RATES if shipped else DEPLOYMENT_RATES,
     )
 
 
@@ -109,11 +119,15 @@ def dry_run(spec: JobSpec, checked: CheckedSpec, settings: Settings, session: Se
     ]
     runs = recent_runs(session, CALIBRATION_WINDOW)
     by_class = {name: calibrated(estimate, name, jobs, rates) for name, jobs in runs.items()}
-    note = (f"each worker class's newest {CALIBRATION_WINDOW} succeeded jobs at most: per phase the median of measured / "
-            "estimated seconds (training per step run); the caps are checked at `rates`" if by_class else
-            "no succeeded job yet: no worker class has a measured throughput, every estimate is at `rates`")
-    return _resource(JobDryRun, estimate, parameters=checked.parameters, caps=caps, by_worker_class=by_class,
-                     calibration=note)
+    note = (
+        f"each worker class's newest {CALIBRATION_WINDOW} succeeded jobs at most: per phase the median of measured / "
+        "estimated seconds (training per step run); the caps are checked at `rates`"
+        if by_class
+        else "no succeeded job yet: no worker class has a measured throughput, every estimate is at `rates`"
+    )
+    return _resource(
+        JobDryRun, estimate, parameters=checked.parameters, caps=caps, by_worker_class=by_class, calibration=note
+    )
 
 
 def calibrated(estimate: Estimate, worker_class: str, jobs: list[FinishedRun], rates: TimeRates) -> WorkerClassEstimate:
@@ -124,11 +138,23 @@ def calibrated(estimate: Estimate, worker_class: str, jobs: list[FinishedRun], r
         found = ratios.get(term.name, [])
         factor = median(found) if found and term.name not in UNCALIBRATED else None
         note = UNCALIBRATED.get(term.name) or (None if found else NOT_RUN)
-        phases.append(CalibratedPhase(name=term.name, seconds=term.value if factor is None else factor * term.value,
-                                      factor=factor, jobs=len(found) if factor is not None else 0, note=note))
+        phases.append(
+            CalibratedPhase(
+                name=term.name,
+                seconds=term.value if factor is None else factor * term.value,
+                factor=factor,
+                jobs=len(found) if factor is not None else 0,
+                note=note,
+            )
+        )
     phases.sort(key=lambda phase: -phase.seconds)
-    return WorkerClassEstimate(worker_class=worker_class, devices=sorted({job.device for job in jobs}), jobs=len(jobs),
-                               seconds=sum(phase.seconds for phase in phases), phases=phases)
+    return WorkerClassEstimate(
+        worker_class=worker_class,
+        devices=sorted({job.device for job in jobs}),
+        jobs=len(jobs),
+        seconds=sum(phase.seconds for phase in phases),
+        phases=phases,
+    )
 
 
 def phase_ratios(jobs: list[FinishedRun], rates: TimeRates) -> dict[str, list[float]]:
@@ -169,11 +195,15 @@ def _time_terms(job: FinishedRun, rates: TimeRates) -> dict[str, float] | None:
 
 def _resource(kind: type[JobEstimate], estimate: Estimate, **extra) -> JobEstimate:
     return kind(
-        memory_bytes=estimate.memory_bytes, flops=estimate.flops,
+        memory_bytes=estimate.memory_bytes,
+        flops=estimate.flops,
         memory={term.name: int(term.value) for term in estimate.memory},
         work={term.name: term.value for term in estimate.work},
-        seconds=estimate.seconds, time={term.name: term.value for term in estimate.time},
-        phases=_phases(estimate), rates=rates_used(estimate.rates), **extra,
+        seconds=estimate.seconds,
+        time={term.name: term.value for term in estimate.time},
+        phases=_phases(estimate),
+        rates=rates_used(estimate.rates),
+        **extra,
     )
 
 
@@ -182,8 +212,13 @@ def _phases(estimate: Estimate) -> list[EstimatePhase]:
     flops = {term.name: term.value for term in estimate.work}
     operations = {term.name: term.value for term in estimate.ops}
     phases = [
-        EstimatePhase(name=term.name, seconds=term.value, flops=flops.get(term.name, 0.0),
-                      operations=operations[term.name], what=term.what)
+        EstimatePhase(
+            name=term.name,
+            seconds=term.value,
+            flops=flops.get(term.name, 0.0),
+            operations=operations[term.name],
+            what=term.what,
+        )
         for term in estimate.time
     ]
     return sorted(phases, key=lambda phase: -phase.seconds)

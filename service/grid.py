@@ -165,7 +165,9 @@ def _assignments(axes: list[str], combo: tuple) -> dict[str, Any]:
         elif isinstance(value, list) and len(value) == len(paths):
             values.update(zip(paths, value))
         else:
-            raise GridError(axis, f"grid axis {axis!r} links {len(paths)} paths: {value!r} is not a list of {len(paths)}")
+            raise GridError(
+                axis, f"grid axis {axis!r} links {len(paths)} paths: {value!r} is not a list of {len(paths)}"
+            )
     return values
 
 

@@ -43,9 +43,15 @@ class ModelChecks:
             self._turns.release()
 
     def _busy(self) -> ProblemError:
-        message = (f"{self.limit} large models (at least {LARGE_MODEL_BYTES} bytes) are being checked and none finished "
-                   f"within {self.wait_s:g} s (setting max_concurrent_model_checks); send it again later")
-        return ProblemError(503, f"{message}; retry after {self.retry_after_s} s", type=types.SERVER_BUSY,
-                            title="Service unavailable",
-                            errors=[FieldError(field="concurrent_model_checks", message=message, limit=self.limit)],
-                            headers={"Retry-After": str(self.retry_after_s)})
+        message = (
+            f"{self.limit} large models (at least {LARGE_MODEL_BYTES} bytes) are being checked and none finished "
+            f"within {self.wait_s:g} s (setting max_concurrent_model_checks); send it again later"
+        )
+        return ProblemError(
+            503,
+            f"{message}; retry after {self.retry_after_s} s",
+            type=types.SERVER_BUSY,
+            title="Service unavailable",
+            errors=[FieldError(field="concurrent_model_checks", message=message, limit=self.limit)],
+            headers={"Retry-After": str(self.retry_after_s)},
+        )

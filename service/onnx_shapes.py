@@ -40,17 +40,83 @@ MAX_ROUNDS = 16
 """Rounds of inference and evaluation; each resolves at least one more level of shape-on-shape dependence."""
 MAX_VALUE_ELEMENTS = 1 << 16
 """Largest tensor evaluated (elements); shape arithmetic is a few elements, a mask a sequence length squared."""
-SHAPE_OPERATORS = frozenset({
-    "Shape", "Size", "Constant", "Identity", "Cast", "CastLike", "Gather", "GatherElements", "Slice", "Concat",
-    "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose", "Split", "Expand", "Tile", "ConstantOfShape",
-    "Range", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Floor", "Ceil", "Sqrt", "Pow", "Min", "Max",
-    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where",
-    "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "CumSum", "Trilu", "Sign", "Clip",
-})
-ELEMENTWISE = frozenset({
-    "Add", "Sub", "Mul", "Div", "Mod", "Pow", "Min", "Max", "Equal", "Less", "LessOrEqual", "Greater",
-    "GreaterOrEqual", "And", "Or", "Xor", "Where", "Clip",
-})
+SHAPE_OPERATORS = frozenset(
+    {
+        "Shape",
+        "Size",
+        "Constant",
+        "Identity",
+        "Cast",
+        "CastLike",
+        "Gather",
+        "GatherElements",
+        "Slice",
+        "Concat",
+        "Unsqueeze",
+        "Squeeze",
+        "Reshape",
+        "Flatten",
+        "Transpose",
+        "Split",
+        "Expand",
+        "Tile",
+        "ConstantOfShape",
+        "Range",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Mod",
+        "Neg",
+        "Abs",
+        "Floor",
+        "Ceil",
+        "Sqrt",
+        "Pow",
+        "Min",
+        "Max",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "Not",
+        "And",
+        "Or",
+        "Xor",
+        "Where",
+        "ReduceProd",
+        "ReduceSum",
+        "ReduceMax",
+        "ReduceMin",
+        "CumSum",
+        "Trilu",
+        "Sign",
+        "Clip",
+    }
+)
+ELEMENTWISE = frozenset(
+    {
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Mod",
+        "Pow",
+        "Min",
+        "Max",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "And",
+        "Or",
+        "Xor",
+        "Where",
+        "Clip",
+    }
+)
 Dims = list  # list[int | str]
 
 
@@ -122,8 +188,9 @@ def _inferred(light: onnx.ModelProto) -> dict[str, Dims | None]:
     return shapes
 
 
-def _evaluate_round(light: onnx.ModelProto, values: dict[str, np.ndarray], shapes: dict[str, Dims | None],
-                    opsets: dict[str, int]) -> bool:
+def _evaluate_round(
+    light: onnx.ModelProto, values: dict[str, np.ndarray], shapes: dict[str, Dims | None], opsets: dict[str, int]
+) -> bool:
     """Evaluate every node that can be (module docstring, step 2); True if any was. Evaluated nodes leave the
     copy's graph and their outputs join its initializers."""
     kept, evaluated = [], False
@@ -143,8 +210,9 @@ def _evaluate_round(light: onnx.ModelProto, values: dict[str, np.ndarray], shape
     return evaluated
 
 
-def _evaluated(node: onnx.NodeProto, values: dict[str, np.ndarray], shapes: dict[str, Dims | None],
-               opsets: dict[str, int]) -> dict[str, np.ndarray] | None:
+def _evaluated(
+    node: onnx.NodeProto, values: dict[str, np.ndarray], shapes: dict[str, Dims | None], opsets: dict[str, int]
+) -> dict[str, np.ndarray] | None:
     """The node's outputs by name, or None when it is not shape arithmetic, an input is unknown or the output
     could exceed MAX_VALUE_ELEMENTS."""
     if node.op_type not in SHAPE_OPERATORS or node.domain not in ("", "ai.onnx"):

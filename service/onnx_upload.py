@@ -82,11 +82,26 @@ MIN_OPSET = 7
 FLOAT_TYPES = {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2}
 INTEGER_TYPES = {TensorProto.INT64: 8, TensorProto.INT32: 4}
 TENSOR_TYPES = FLOAT_TYPES | INTEGER_TYPES | {TensorProto.BOOL: 1}
-TYPE_NAMES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
-              TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool"}
-FOLDED_BYTES = {TensorProto.FLOAT: 8, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 8, TensorProto.INT64: 8,
-                TensorProto.INT32: 4, TensorProto.INT16: 2, TensorProto.UINT16: 2, TensorProto.INT8: 1,
-                TensorProto.UINT8: 1, TensorProto.BOOL: 1}
+TYPE_NAMES = {
+    TensorProto.FLOAT: "float32",
+    TensorProto.DOUBLE: "float64",
+    TensorProto.FLOAT16: "float16",
+    TensorProto.INT64: "int64",
+    TensorProto.INT32: "int32",
+    TensorProto.BOOL: "bool",
+}
+FOLDED_BYTES = {
+    TensorProto.FLOAT: 8,
+    TensorProto.DOUBLE: 8,
+    TensorProto.FLOAT16: 8,
+    TensorProto.INT64: 8,
+    TensorProto.INT32: 4,
+    TensorProto.INT16: 2,
+    TensorProto.UINT16: 2,
+    TensorProto.INT8: 1,
+    TensorProto.UINT8: 1,
+    TensorProto.BOOL: 1,
+}
 """Bytes per element of a folded constant as the worker holds it: floats in the job's dtype (at most float64); any
 other element type at 8 bytes."""
 ID_CARRIERS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
@@ -157,9 +172,22 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
     outputs = [_tensor_info(value) for value in model.graph.output]
     _check_signature(inputs, outputs)
     fixed = fixed_cost(model, light, inferred, inputs[0]["name"], settings)
-    return CheckedModel(parameters, trainable, inputs, outputs, operators, opset, *per_example_cost(model, inputs[0]["name"]),
-                        fixed.constant_bytes, fixed.constant_elements, fixed.folding_flops, fixed.fixed_elements, fixed.fixed_flops,
-                        input_vocabulary(model, inputs[0]), len(model.graph.node))
+    return CheckedModel(
+        parameters,
+        trainable,
+        inputs,
+        outputs,
+        operators,
+        opset,
+        *per_example_cost(model, inputs[0]["name"]),
+        fixed.constant_bytes,
+        fixed.constant_elements,
+        fixed.folding_flops,
+        fixed.fixed_elements,
+        fixed.fixed_flops,
+        input_vocabulary(model, inputs[0]),
+        len(model.graph.node),
+    )
 
 
 def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
@@ -170,8 +198,11 @@ def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | Non
         return None, None
     (elements_1, flops_1), (elements_2, flops_2) = counts
     if max(elements_2, flops_2) > COUNT_LIMIT:  # the job's estimate would refuse it; stored, it would overflow
-        raise invalid("file", f"one forward pass of two examples computes {elements_2} elements in {flops_2} FLOPs; "
-                      f"more than {COUNT_LIMIT} cannot be run or stored")
+        raise invalid(
+            "file",
+            f"one forward pass of two examples computes {elements_2} elements in {flops_2} FLOPs; "
+            f"more than {COUNT_LIMIT} cannot be run or stored",
+        )
     return elements_2 - elements_1, flops_2 - flops_1
 
 
@@ -187,8 +218,12 @@ def input_vocabulary(model: onnx.ModelProto, signature: dict) -> int | None:
     for node in model.graph.node:
         if node.op_type in ID_CARRIERS and node.input[0] in ids:
             ids.update(name for name in node.output if name)
-        elif (node.op_type == "Gather" and node.input[1] in ids and tables.get(node.input[0])
-              and not any(a.name == "axis" and a.i != 0 for a in node.attribute)):
+        elif (
+            node.op_type == "Gather"
+            and node.input[1] in ids
+            and tables.get(node.input[0])
+            and not any(a.name == "axis" and a.i != 0 for a in node.attribute)
+        ):
             sizes.append(tables[node.input[0]][0])
     return min(sizes) if sizes else None
 
@@ -215,8 +250,9 @@ def _forward_counts(nodes, shapes: dict[str, list | None]) -> tuple[int, int] | 
     return elements, flops
 
 
-def fixed_cost(model: onnx.ModelProto, light: onnx.ModelProto, inferred: onnx.ModelProto, input_name: str,
-               settings: Settings) -> FixedCost:
+def fixed_cost(
+    model: onnx.ModelProto, light: onnx.ModelProto, inferred: onnx.ModelProto, input_name: str, settings: Settings
+) -> FixedCost:
     """The folded constants and the per-pass work of the module docstring; 422 over a folding cap or for a shape unknown.
     `light` is `model` without its large initializers' bytes (weightless_copy), for shape inference."""
     _, folded = constant_names(model.graph)
@@ -233,8 +269,10 @@ def fixed_cost(model: onnx.ModelProto, light: onnx.ModelProto, inferred: onnx.Mo
     if all(kind == "example" for kind in kinds):
         return FixedCost()
     shapes, types = _shapes_and_types(inferred.graph)
-    if any(kind != "example" and any(name and not is_concrete(shapes.get(name)) for name in node.output)
-           for node, kind in zip(model.graph.node, kinds)):
+    if any(
+        kind != "example" and any(name and not is_concrete(shapes.get(name)) for name in node.output)
+        for node, kind in zip(model.graph.node, kinds)
+    ):
         try:  # shape arithmetic on constants (pads, reshape targets, Range bounds): evaluate it, then look again
             concrete = concrete_shapes(model, input_name, 1)
         except ShapeError:
@@ -249,38 +287,71 @@ def fixed_cost(model: onnx.ModelProto, light: onnx.ModelProto, inferred: onnx.Mo
                 continue
             dims = shapes.get(name)
             if not is_concrete(dims):
-                what = "from constants only, computed once at conversion" if kind == "folded" else "from weights only, on every forward pass"
-                raise invalid(f"graph.node.{index}", f"the shape of output {name!r} of {node.op_type} ({node_description(node)}), "
-                              f"computed {what}, cannot be inferred ({dims}), so what it costs cannot be bounded; "
-                              "export with fixed sizes for everything but the batch axis", value=node.op_type)
+                what = (
+                    "from constants only, computed once at conversion"
+                    if kind == "folded"
+                    else "from weights only, on every forward pass"
+                )
+                raise invalid(
+                    f"graph.node.{index}",
+                    f"the shape of output {name!r} of {node.op_type} ({node_description(node)}), "
+                    f"computed {what}, cannot be inferred ({dims}), so what it costs cannot be bounded; "
+                    "export with fixed sizes for everything but the batch axis",
+                    value=node.op_type,
+                )
             elements = math.prod(dims)
             flops = elements * _flops_per_element(node, shapes)
             if kind == "fixed":
                 cost["fixed_elements"] += elements
                 cost["fixed_flops"] += flops
                 if cost["fixed_flops"] > COUNT_LIMIT:  # the job's estimate would refuse it; stored, it would overflow
-                    raise invalid(f"graph.node.{index}", f"{node.op_type} ({node_description(node)}), computed from weights on "
-                                  f"every forward pass, brings that work to {cost['fixed_flops']} FLOPs per pass", value=node.op_type)
+                    raise invalid(
+                        f"graph.node.{index}",
+                        f"{node.op_type} ({node_description(node)}), computed from weights on "
+                        f"every forward pass, brings that work to {cost['fixed_flops']} FLOPs per pass",
+                        value=node.op_type,
+                    )
                 continue
             element_type = types.get(name, 0)
             cost["constant_bytes"] += elements * FOLDED_BYTES.get(element_type, 8)
             cost["constant_elements"] += elements if element_type in FLOAT_TYPES else 0
             cost["folding_flops"] += flops
-            for total, cap, setting, unit in (("constant_bytes", settings.max_folded_constant_bytes, "max_folded_constant_bytes", "bytes"),
-                                              ("folding_flops", settings.max_folding_flops, "max_folding_flops", "FLOPs")):
+            for total, cap, setting, unit in (
+                ("constant_bytes", settings.max_folded_constant_bytes, "max_folded_constant_bytes", "bytes"),
+                ("folding_flops", settings.max_folding_flops, "max_folding_flops", "FLOPs"),
+            ):
                 if cost[total] > cap:
                     _refuse_folding(index, node, name, dims, total, cost[total], cap, setting, unit)
     return FixedCost(**cost)
 
 
-def _refuse_folding(index: int, node: onnx.NodeProto, name: str, dims: list[int], total: str, value: int, cap: float,
-                    setting: str, unit: str) -> None:
-    what = ("the constants it computes once at conversion (floats at 8 bytes, as a float64 job holds them)"
-            if total == "constant_bytes" else "the work of computing them once at conversion")
-    message = (f"{node.op_type} ({node_description(node)}), computed from constants only (output {name!r} of shape {dims}), "
-               f"brings {what} to {value} {unit}; the cap is {int(cap)} {unit} (setting {setting})")
-    raise ProblemError(422, message, type=RESOURCE_CAP, title="Request exceeds a resource cap",
-                       errors=[FieldError(field=f"graph.node.{index}", message=message, limit=int(cap), value=value)])
+def _refuse_folding(
+    index: int,
+    node: onnx.NodeProto,
+    name: str,
+    dims: list[int],
+    total: str,
+    value: int,
+    cap: float,
+    setting: str,
+    unit: str,
+) -> None:
+    what = (
+        "the constants it computes once at conversion (floats at 8 bytes, as a float64 job holds them)"
+        if total == "constant_bytes"
+        else "the work of computing them once at conversion"
+    )
+    message = (
+        f"{node.op_type} ({node_description(node)}), computed from constants only (output {name!r} of shape {dims}), "
+        f"brings {what} to {value} {unit}; the cap is {int(cap)} {unit} (setting {setting})"
+    )
+    raise ProblemError(
+        422,
+        message,
+        type=RESOURCE_CAP,
+        title="Request exceeds a resource cap",
+        errors=[FieldError(field=f"graph.node.{index}", message=message, limit=int(cap), value=value)],
+    )
 
 
 def _shapes_and_types(graph: onnx.GraphProto) -> tuple[dict[str, list | None], dict[str, int]]:
@@ -325,7 +396,9 @@ def _refuse_code_formats(data: bytes) -> None:
     if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise invalid("file", f"this is a Python pickle, not an ONNX model. {PICKLE_EXPLANATION}")
     if data[:4] == b"PK\x03\x04":
-        raise invalid("file", f"this is a zip archive (a torch checkpoint or .pt2?), not an ONNX model. {PICKLE_EXPLANATION}")
+        raise invalid(
+            "file", f"this is a zip archive (a torch checkpoint or .pt2?), not an ONNX model. {PICKLE_EXPLANATION}"
+        )
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -335,11 +408,16 @@ def _opset(model: onnx.ModelProto) -> int:
     if foreign:
         raise invalid("opset_import", f"operator domains other than the default are not supported: {foreign}")
     if len(domains) != 1:
-        raise invalid("opset_import", "the model must import exactly one default-domain opset ('' or 'ai.onnx'); "
-                      f"it imports {len(domains)}: {[(entry.domain, entry.version) for entry in model.opset_import]}")
+        raise invalid(
+            "opset_import",
+            "the model must import exactly one default-domain opset ('' or 'ai.onnx'); "
+            f"it imports {len(domains)}: {[(entry.domain, entry.version) for entry in model.opset_import]}",
+        )
     version, newest = int(model.opset_import[0].version), onnx.defs.onnx_opset_version()
     if not MIN_OPSET <= version <= newest:
-        raise invalid("opset_import", f"opset {version} is outside the supported range {MIN_OPSET}–{newest}", value=version)
+        raise invalid(
+            "opset_import", f"opset {version} is outside the supported range {MIN_OPSET}–{newest}", value=version
+        )
     return version
 
 
@@ -352,42 +430,80 @@ def _refuse_outside_references(model: onnx.ModelProto) -> None:
     for index, node in enumerate(model.graph.node):
         for attribute in node.attribute:
             if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                raise invalid(f"graph.node.{index}", f"subgraphs are not supported (node {node.name!r}, {node.op_type})")
+                raise invalid(
+                    f"graph.node.{index}", f"subgraphs are not supported (node {node.name!r}, {node.op_type})"
+                )
             if attribute.type == onnx.AttributeProto.TENSOR:
                 tensors.append((f"graph.node.{index}.{attribute.name}", attribute.t))
             if attribute.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.TENSORS):
-                raise invalid(f"graph.node.{index}", f"attribute {attribute.name!r}: sparse or tensor-list attributes are not supported")
+                raise invalid(
+                    f"graph.node.{index}",
+                    f"attribute {attribute.name!r}: sparse or tensor-list attributes are not supported",
+                )
     for where, tensor in tensors:
         if tensor.data_location == TensorProto.EXTERNAL or tensor.external_data:
             location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "?")
-            raise invalid(where, f"tensor {tensor.name!r} refers to external data ({location!r}); "
-                          "external-data references are refused: save the model as one file", value=location[:200])
+            raise invalid(
+                where,
+                f"tensor {tensor.name!r} refers to external data ({location!r}); "
+                "external-data references are refused: save the model as one file",
+                value=location[:200],
+            )
 
 
 def _operators(model: onnx.ModelProto, settings: Settings) -> list[str]:
     nodes, initializers = model.graph.node, len(model.graph.initializer)
     if len(nodes) + initializers > settings.max_model_nodes:
-        message = (f"the graph has {len(nodes)} nodes and {initializers} initializers ({len(nodes) + initializers} in all); "
-                   f"the cap is {settings.max_model_nodes} (setting max_model_nodes)")
-        raise ProblemError(422, message, type=RESOURCE_CAP, title="Request exceeds a resource cap",
-                           errors=[FieldError(field="graph.node", message=message, limit=settings.max_model_nodes,
-                                              value=len(nodes) + initializers)])
+        message = (
+            f"the graph has {len(nodes)} nodes and {initializers} initializers ({len(nodes) + initializers} in all); "
+            f"the cap is {settings.max_model_nodes} (setting max_model_nodes)"
+        )
+        raise ProblemError(
+            422,
+            message,
+            type=RESOURCE_CAP,
+            title="Request exceeds a resource cap",
+            errors=[
+                FieldError(
+                    field="graph.node", message=message, limit=settings.max_model_nodes, value=len(nodes) + initializers
+                )
+            ],
+        )
     errors = []
     for index, node in enumerate(nodes):
         where = node_description(node)
         if node.domain not in DEFAULT_DOMAINS:
-            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.domain}.{node.op_type} ({where}) is in a custom domain", value=node.op_type))
+            errors.append(
+                FieldError(
+                    field=f"graph.node.{index}",
+                    message=f"operator {node.domain}.{node.op_type} ({where}) is in a custom domain",
+                    value=node.op_type,
+                )
+            )
         elif node.op_type not in ONNX_OPERATORS:
-            errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.op_type!r} ({where}) is not supported", value=node.op_type))
+            errors.append(
+                FieldError(
+                    field=f"graph.node.{index}",
+                    message=f"operator {node.op_type!r} ({where}) is not supported",
+                    value=node.op_type,
+                )
+            )
         else:
             unknown = sorted(a.name for a in node.attribute if a.name not in ONNX_OPERATOR_ATTRIBUTES[node.op_type])
             if unknown:
-                errors.append(FieldError(field=f"graph.node.{index}", message=f"operator {node.op_type!r} ({where}): attribute "
-                                         f"{', '.join(unknown)} is not supported", value=f"{node.op_type}.{unknown[0]}"))
+                errors.append(
+                    FieldError(
+                        field=f"graph.node.{index}",
+                        message=f"operator {node.op_type!r} ({where}): attribute {', '.join(unknown)} is not supported",
+                        value=f"{node.op_type}.{unknown[0]}",
+                    )
+                )
     if errors:
         unsupported = sorted({str(error.value) for error in errors})
-        detail = (f"unsupported ONNX operators or attributes: {', '.join(unsupported)} (first: {errors[0].message}); "
-                  f"supported: {', '.join(sorted(ONNX_OPERATORS))} (docs/models.md lists each one's attributes)")
+        detail = (
+            f"unsupported ONNX operators or attributes: {', '.join(unsupported)} (first: {errors[0].message}); "
+            f"supported: {', '.join(sorted(ONNX_OPERATORS))} (docs/models.md lists each one's attributes)"
+        )
         raise ProblemError(422, detail, type=INVALID_UPLOAD, title="Upload refused", errors=errors[:50])
     return sorted({node.op_type for node in nodes})
 
@@ -395,8 +511,11 @@ def _operators(model: onnx.ModelProto, settings: Settings) -> list[str]:
 def _checked_tensor(tensor: TensorProto, where: str, settings: Settings) -> int:
     """The tensor's element count if it is a trainable parameter (float, ≥ 1 dimension), else 0; refuses bad sizes."""
     if tensor.data_type not in TENSOR_TYPES:
-        raise invalid(where, f"tensor {tensor.name!r} has element type {TensorProto.DataType.Name(tensor.data_type)}; "
-                      "float16/32/64, int32/64 and bool only")
+        raise invalid(
+            where,
+            f"tensor {tensor.name!r} has element type {TensorProto.DataType.Name(tensor.data_type)}; "
+            "float16/32/64, int32/64 and bool only",
+        )
     if any(dim < 0 for dim in tensor.dims):
         raise invalid(where, f"tensor {tensor.name!r} declares a negative dimension {list(tensor.dims)}")
     elements = math.prod(tensor.dims)
@@ -406,13 +525,17 @@ def _checked_tensor(tensor: TensorProto, where: str, settings: Settings) -> int:
     if tensor.HasField("raw_data"):
         held = len(tensor.raw_data)
         if held != declared:
-            raise invalid(where, f"tensor {tensor.name!r} declares {declared} bytes ({list(tensor.dims)}) but holds {held}")
+            raise invalid(
+                where, f"tensor {tensor.name!r} declares {declared} bytes ({list(tensor.dims)}) but holds {held}"
+            )
     else:
         held = sum(len(getattr(tensor, name)) for name in TYPED_FIELDS)
         if tensor.data_type == TensorProto.FLOAT16:
             held = len(tensor.int32_data)
         if held != elements:
-            raise invalid(where, f"tensor {tensor.name!r} declares {elements} values ({list(tensor.dims)}) but holds {held}")
+            raise invalid(
+                where, f"tensor {tensor.name!r} declares {elements} values ({list(tensor.dims)}) but holds {held}"
+            )
     return elements if tensor.data_type in FLOAT_TYPES and len(tensor.dims) >= 1 else 0
 
 
@@ -431,16 +554,27 @@ def _tensor_info(value: onnx.ValueInfoProto) -> dict:
 
 def _check_signature(inputs: list[dict], outputs: list[dict]) -> None:
     if len(inputs) != 1:
-        raise invalid("graph.input", f"the model must take exactly one input; it takes {len(inputs)}: {[i['name'] for i in inputs]}")
+        raise invalid(
+            "graph.input",
+            f"the model must take exactly one input; it takes {len(inputs)}: {[i['name'] for i in inputs]}",
+        )
     if len(outputs) != 1:
         raise invalid("graph.output", f"the model must give exactly one output; it gives {len(outputs)}")
     (given,), (answer,) = inputs, outputs
     if given["dtype"] not in ("float32", "float64", "float16", "int64", "int32"):
-        raise invalid("graph.input", f"input {given['name']!r} is {given['dtype']}; a float or integer tensor is needed")
+        raise invalid(
+            "graph.input", f"input {given['name']!r} is {given['dtype']}; a float or integer tensor is needed"
+        )
     if len(given["shape"]) < 2 or isinstance(given["shape"][0], int):
-        raise invalid("graph.input", f"input {given['name']!r} has shape {given['shape']}: it must be [batch, ...] with a "
-                      "symbolic batch axis (export with dynamic_axes={'x': {0: 'batch'}})")
+        raise invalid(
+            "graph.input",
+            f"input {given['name']!r} has shape {given['shape']}: it must be [batch, ...] with a "
+            "symbolic batch axis (export with dynamic_axes={'x': {0: 'batch'}})",
+        )
     if answer["dtype"] not in ("float32", "float64", "float16"):
         raise invalid("graph.output", f"output {answer['name']!r} is {answer['dtype']}; a float tensor is needed")
     if len(answer["shape"]) != 2 or not isinstance(answer["shape"][1], int) or answer["shape"][1] < 1:
-        raise invalid("graph.output", f"output {answer['name']!r} has shape {answer['shape']}: it must be [batch, O] with a fixed O")
+        raise invalid(
+            "graph.output",
+            f"output {answer['name']!r} has shape {answer['shape']}: it must be [batch, O] with a fixed O",
+        )

@@ -12,8 +12,9 @@ claim. docs/reproduction.md sets each claim beside the number ntklab measured.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from analysis.figure_titles import PRESET_TITLES
 from api_schemas.sweeps import FitSpec, SweepSpec
@@ -48,8 +49,16 @@ class Preset:
 
 def _data(n: int = 16, d: int = 8) -> dict[str, Any]:
     """The synthetic set: two well-separated Gaussian classes, one-hot targets."""
-    return {"kind": "gaussian_mixture", "n_train": n, "input_dim": d, "classes": 2, "sigma": 0.5,
-            "mean_scale": 1.0, "seed": 0, "standardize": False}
+    return {
+        "kind": "gaussian_mixture",
+        "n_train": n,
+        "input_dim": d,
+        "classes": 2,
+        "sigma": 0.5,
+        "mean_scale": 1.0,
+        "seed": 0,
+        "standardize": False,
+    }
 
 
 def _training(max_steps: int) -> dict[str, Any]:
@@ -67,9 +76,13 @@ def _diagnostics(*, kernel_points: int = 24, hessian_steps: int = 0) -> dict[str
         # 1e-6 would raise hessian_not_converged: bounds reach 2e-3·|θ| at smoke scale); a run stops there, so the
         # step cap costs only where needed
         "hessian": {"at": ["init"], "top_k": 1, "probe_points": 2, "iterations": hessian_steps, "tolerance": 1e-2}
-        if hessian_steps else None,
-        "weight_change": True, "layer_sensitivity": False, "linearization_error": True,
-        "save_kernels": ["init", "final"], "save_weights": False,
+        if hessian_steps
+        else None,
+        "weight_change": True,
+        "layer_sensitivity": False,
+        "linearization_error": True,
+        "save_kernels": ["init", "final"],
+        "save_weights": False,
     }
 
 
@@ -86,13 +99,19 @@ def _hessian_steps(scale: Scale) -> int:
 
 
 def fig1_width(scale: Scale) -> SweepSpec:
-    widths = _by_scale(scale, [30, 100, 300], [30, 100, 300, 1000, 3000, 10_000],
-                       [30, 100, 1000, 10_000, 100_000, 1_000_000])
+    widths = _by_scale(
+        scale, [30, 100, 300], [30, 100, 300, 1000, 3000, 10_000], [30, 100, 1000, 10_000, 100_000, 1_000_000]
+    )
     seeds = _by_scale(scale, [0], [0, 1], [0, 1, 2])
     return SweepSpec(
-        name=f"fig1-width ({scale})", tags=["preset", "fig1-width"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
-              "training": _training(_by_scale(scale, 2000, 2000, 5000)), "diagnostics": _diagnostics()},
+        name=f"fig1-width ({scale})",
+        tags=["preset", "fig1-width"],
+        base={
+            "model": {"hidden": [widths[0]], "activation": "tanh", "bias": False},
+            "data": _data(),
+            "training": _training(_by_scale(scale, 2000, 2000, 5000)),
+            "diagnostics": _diagnostics(),
+        },
         grid={"model.hidden.0": widths, "model.output_activation": HEADS, "seed": seeds},
         fits=[FitSpec(y="delta_k_max", x="model.hidden.0", group_by=["model.output_activation"])],
     )
@@ -101,9 +120,14 @@ def fig1_width(scale: Scale) -> SweepSpec:
 def fig1_time(scale: Scale) -> SweepSpec:
     width = _by_scale(scale, 300, 10_000, 10_000)
     return SweepSpec(
-        name=f"fig1-time ({scale})", tags=["preset", "fig1-time"],
-        base={"model": {"hidden": [width], "activation": "tanh", "bias": False}, "data": _data(),
-              "training": _training(_by_scale(scale, 2000, 2000, 5000)), "diagnostics": _diagnostics(kernel_points=50)},
+        name=f"fig1-time ({scale})",
+        tags=["preset", "fig1-time"],
+        base={
+            "model": {"hidden": [width], "activation": "tanh", "bias": False},
+            "data": _data(),
+            "training": _training(_by_scale(scale, 2000, 2000, 5000)),
+            "diagnostics": _diagnostics(kernel_points=50),
+        },
         grid={"model.output_activation": HEADS},
         fits=[],
     )
@@ -113,17 +137,23 @@ def fig2_bottleneck(scale: Scale) -> SweepSpec:
     width = _by_scale(scale, 200, 2000, 10_000)
     bottlenecks = _by_scale(scale, [3, 10, 50], [3, 5, 10, 50, 100, 500], [3, 5, 10, 50, 100, 500, 1000])
     return SweepSpec(
-        name=f"fig2-bottleneck ({scale})", tags=["preset", "fig2-bottleneck"],
-        base={"model": {"hidden": [width, bottlenecks[0], width], "activation": "tanh", "bias": False}, "data": _data(),
-              "training": _training(_by_scale(scale, 2000, 2000, 5000)), "diagnostics": _diagnostics()},
+        name=f"fig2-bottleneck ({scale})",
+        tags=["preset", "fig2-bottleneck"],
+        base={
+            "model": {"hidden": [width, bottlenecks[0], width], "activation": "tanh", "bias": False},
+            "data": _data(),
+            "training": _training(_by_scale(scale, 2000, 2000, 5000)),
+            "diagnostics": _diagnostics(),
+        },
         grid={"model.hidden.1": bottlenecks, "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
         fits=[FitSpec(y="delta_k_max", x="model.hidden.1")],
     )
 
 
 def table1_hessian(scale: Scale) -> SweepSpec:
-    widths = _by_scale(scale, [100, 300, 1000], [1000, 3000, 10_000, 30_000, 100_000],
-                       [1000, 10_000, 100_000, 1_000_000])
+    widths = _by_scale(
+        scale, [100, 300, 1000], [1000, 3000, 10_000, 30_000, 100_000], [1000, 10_000, 100_000, 1_000_000]
+    )
     bottleneck = 3
     families = []
     for width in widths:
@@ -131,11 +161,15 @@ def table1_hessian(scale: Scale) -> SweepSpec:
         families.append(["swish head", [width], "swish"])
         families.append(["bottleneck", [width, bottleneck, width], "identity"])
     return SweepSpec(
-        name=f"table1-hessian ({scale})", tags=["preset", "table1-hessian"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
-              "training": _training(0), "diagnostics": _diagnostics(hessian_steps=_hessian_steps(scale))},
-        grid={"name,model.hidden,model.output_activation": families,
-              "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
+        name=f"table1-hessian ({scale})",
+        tags=["preset", "table1-hessian"],
+        base={
+            "model": {"hidden": [widths[0]], "activation": "tanh", "bias": False},
+            "data": _data(),
+            "training": _training(0),
+            "diagnostics": _diagnostics(hessian_steps=_hessian_steps(scale)),
+        },
+        grid={"name,model.hidden,model.output_activation": families, "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
         fits=[FitSpec(y="hessian_norm_init", x="model.hidden.0", group_by=["name"])],
     )
 
@@ -146,24 +180,39 @@ def param_check(scale: Scale) -> SweepSpec:
     meanfield's 1/m readout does not (‖H‖/K = Θ(1))."""
     widths = _by_scale(scale, [64, 256], [100, 300, 1000, 3000], [100, 300, 1000, 3000, 6000])
     return SweepSpec(
-        name=f"param-check ({scale})", tags=["preset", "param-check"],
-        base={"model": {"hidden": [widths[0], widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
-              "training": _training(0), "diagnostics": _diagnostics(hessian_steps=_hessian_steps(scale))},
-        grid={"model.hidden.0,model.hidden.1": [[m, m] for m in widths],
-              "model.parameterization": ["ntk", "standard", "meanfield"],
-              "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
-        fits=[FitSpec(y="hessian_kernel_ratio_init", x="model.hidden.0", group_by=["model.parameterization"]),
-              FitSpec(y="hessian_norm_init", x="model.hidden.0", group_by=["model.parameterization"])],
+        name=f"param-check ({scale})",
+        tags=["preset", "param-check"],
+        base={
+            "model": {"hidden": [widths[0], widths[0]], "activation": "tanh", "bias": False},
+            "data": _data(),
+            "training": _training(0),
+            "diagnostics": _diagnostics(hessian_steps=_hessian_steps(scale)),
+        },
+        grid={
+            "model.hidden.0,model.hidden.1": [[m, m] for m in widths],
+            "model.parameterization": ["ntk", "standard", "meanfield"],
+            "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2]),
+        },
+        fits=[
+            FitSpec(y="hessian_kernel_ratio_init", x="model.hidden.0", group_by=["model.parameterization"]),
+            FitSpec(y="hessian_norm_init", x="model.hidden.0", group_by=["model.parameterization"]),
+        ],
     )
 
 
 def lazy_is_not_small(scale: Scale) -> SweepSpec:
-    widths = _by_scale(scale, [30, 100, 300], [30, 100, 300, 1000, 3000, 10_000],
-                       [30, 100, 1000, 10_000, 100_000, 1_000_000])
+    widths = _by_scale(
+        scale, [30, 100, 300], [30, 100, 300, 1000, 3000, 10_000], [30, 100, 1000, 10_000, 100_000, 1_000_000]
+    )
     return SweepSpec(
-        name=f"lazy-is-not-small ({scale})", tags=["preset", "lazy-is-not-small"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh", "bias": False}, "data": _data(),
-              "training": _training(_by_scale(scale, 2000, 2000, 5000)), "diagnostics": _diagnostics()},
+        name=f"lazy-is-not-small ({scale})",
+        tags=["preset", "lazy-is-not-small"],
+        base={
+            "model": {"hidden": [widths[0]], "activation": "tanh", "bias": False},
+            "data": _data(),
+            "training": _training(_by_scale(scale, 2000, 2000, 5000)),
+            "diagnostics": _diagnostics(),
+        },
         grid={"model.hidden.0": widths, "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
         fits=[FitSpec(y="weight_change_l2", x="model.hidden.0"), FitSpec(y="weight_change_linf", x="model.hidden.0")],
     )
@@ -178,39 +227,77 @@ def finite_to_infinite(scale: Scale) -> SweepSpec:
     widths = _by_scale(scale, [64, 256, 1024], [64, 256, 1024, 4096, 16_384], [256, 4096, 65_536, 1_000_000])
     diagnostics = {**_diagnostics(), "linearization_error": False, "infinite_width": {}}
     return SweepSpec(
-        name=f"finite-to-infinite ({scale})", tags=["preset", "finite-to-infinite"],
-        base={"model": {"hidden": [widths[0]], "activation": "tanh"}, "data": _data(),
-              "training": _training(_by_scale(scale, 3000, 3000, 5000)), "diagnostics": diagnostics},
-        grid={"model.hidden.0": widths, "model.parameterization": ["ntk", "standard"],
-              "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2])},
-        fits=[FitSpec(y="kernel_inf_distance_init", x="model.hidden.0", group_by=["model.parameterization"]),
-              FitSpec(y="kernel_inf_distance_final", x="model.hidden.0", group_by=["model.parameterization"])],
+        name=f"finite-to-infinite ({scale})",
+        tags=["preset", "finite-to-infinite"],
+        base={
+            "model": {"hidden": [widths[0]], "activation": "tanh"},
+            "data": _data(),
+            "training": _training(_by_scale(scale, 3000, 3000, 5000)),
+            "diagnostics": diagnostics,
+        },
+        grid={
+            "model.hidden.0": widths,
+            "model.parameterization": ["ntk", "standard"],
+            "seed": _by_scale(scale, [0], [0, 1], [0, 1, 2]),
+        },
+        fits=[
+            FitSpec(y="kernel_inf_distance_init", x="model.hidden.0", group_by=["model.parameterization"]),
+            FitSpec(y="kernel_inf_distance_final", x="model.hidden.0", group_by=["model.parameterization"]),
+        ],
     )
 
 
 PRESETS: dict[str, Preset] = {
     preset.name: preset
     for preset in (
-        Preset("fig1-width", PRESET_TITLES["fig1-width"],
-               "ΔK falls like a power of m with a linear head and stays Θ(1) with a non-linear head.", fig1_width,
-               theory={"delta_k_max": {"linear head": -0.5, "softmax head": 0.0, "swish head": 0.0}}),
-        Preset("fig1-time", PRESET_TITLES["fig1-time"],
-               "With a non-linear head ΔK(t) grows to Θ(1); with a linear head it stays near 0.", fig1_time),
-        Preset("fig2-bottleneck", PRESET_TITLES["fig2-bottleneck"],
-               "A narrow bottleneck keeps the kernel moving; widening it makes ΔK smaller.", fig2_bottleneck),
-        Preset("table1-hessian", PRESET_TITLES["table1-hessian"],
-               "‖H‖ ~ m^-1/2 with a linear head; Θ(1) with a non-linear head or a bottleneck.", table1_hessian,
-               theory={"hessian_norm_init": {"linear head": -0.5, "swish head": 0.0, "bottleneck": 0.0}}),
-        Preset("param-check", PRESET_TITLES["param-check"],
-               "ntk and standard rescale ‖H‖ and K alike (same ‖H‖/K ∝ m^-1/2); meanfield's ‖H‖/K does not fall.",
-               param_check, theory={"hessian_kernel_ratio_init": {"ntk": -0.5, "standard": -0.5, "meanfield": 0.0}}),
-        Preset("lazy-is-not-small", PRESET_TITLES["lazy-is-not-small"],
-               "The weights as a whole move O(1); each single weight moves O(1/√m).", lazy_is_not_small,
-               theory={"weight_change_l2": {"all": 0.0}, "weight_change_linf": {"all": -0.5}}),
-        Preset("finite-to-infinite", PRESET_TITLES["finite-to-infinite"],
-               "‖K(w₀) − Θ∞‖_F / ‖Θ∞‖_F falls like m^-1/2 under ntk and standard parameterization. Under standard "
-               "the readout carries tr K ∝ m and the hidden layer Θ(1), so its wide points warn "
-               "kernel_dominated_by_group: the physics of that parameterization, as the warning says.", finite_to_infinite,
-               theory={"kernel_inf_distance_init": {"ntk": -0.5, "standard": -0.5}}),
+        Preset(
+            "fig1-width",
+            PRESET_TITLES["fig1-width"],
+            "ΔK falls like a power of m with a linear head and stays Θ(1) with a non-linear head.",
+            fig1_width,
+            theory={"delta_k_max": {"linear head": -0.5, "softmax head": 0.0, "swish head": 0.0}},
+        ),
+        Preset(
+            "fig1-time",
+            PRESET_TITLES["fig1-time"],
+            "With a non-linear head ΔK(t) grows to Θ(1); with a linear head it stays near 0.",
+            fig1_time,
+        ),
+        Preset(
+            "fig2-bottleneck",
+            PRESET_TITLES["fig2-bottleneck"],
+            "A narrow bottleneck keeps the kernel moving; widening it makes ΔK smaller.",
+            fig2_bottleneck,
+        ),
+        Preset(
+            "table1-hessian",
+            PRESET_TITLES["table1-hessian"],
+            "‖H‖ ~ m^-1/2 with a linear head; Θ(1) with a non-linear head or a bottleneck.",
+            table1_hessian,
+            theory={"hessian_norm_init": {"linear head": -0.5, "swish head": 0.0, "bottleneck": 0.0}},
+        ),
+        Preset(
+            "param-check",
+            PRESET_TITLES["param-check"],
+            "ntk and standard rescale ‖H‖ and K alike (same ‖H‖/K ∝ m^-1/2); meanfield's ‖H‖/K does not fall.",
+            param_check,
+            theory={"hessian_kernel_ratio_init": {"ntk": -0.5, "standard": -0.5, "meanfield": 0.0}},
+        ),
+        Preset(
+            "lazy-is-not-small",
+            PRESET_TITLES["lazy-is-not-small"],
+            "The weights as a whole move O(1); each single weight moves O(1/√m).",
+            lazy_is_not_small,
+            theory={"weight_change_l2": {"all": 0.0}, "weight_change_linf": {"all": -0.5}},
+        ),
+        Preset(
+            "finite-to-infinite",
+            PRESET_TITLES["finite-to-infinite"],
+            "‖K(w₀) − Θ∞‖_F / ‖Θ∞‖_F falls like m^-1/2 under ntk and standard parameterization. Under standard "
+            "the readout carries tr K ∝ m and the hidden layer Θ(1), so its wide points warn "
+            "kernel_dominated_by_group: the physics of that parameterization, as the warning says.",
+            finite_to_infinite,
+            theory={"kernel_inf_distance_init": {"ntk": -0.5, "standard": -0.5}},
+        ),
     )
 }

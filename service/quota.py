@@ -35,7 +35,10 @@ def _over_quota(active: int, adding: int, settings: Settings) -> ProblemError:
     limit = settings.max_queued_jobs_per_key
     message = f"{active} jobs are queued or running and this request adds {adding}; the cap is {limit} per key (setting max_queued_jobs_per_key)"
     return ProblemError(
-        429, message + "; wait for some to finish", type=types.TOO_MANY_ACTIVE_JOBS, title="Too many active jobs",
+        429,
+        message + "; wait for some to finish",
+        type=types.TOO_MANY_ACTIVE_JOBS,
+        title="Too many active jobs",
         errors=[FieldError(field="active_jobs", message=message, limit=limit, value=active)],
         headers={"Retry-After": str(settings.retry_after_s)},
     )

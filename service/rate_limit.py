@@ -45,14 +45,23 @@ class Window:
 
 
 def requests_per_second(per_s: int) -> Window:
-    return Window(RateLimitItemPerSecond(max(per_s, 1), 1), per_s > 0, "requests in one second with this key",
-                  "requests_per_second", "rate_limit_per_s")
+    return Window(
+        RateLimitItemPerSecond(max(per_s, 1), 1),
+        per_s > 0,
+        "requests in one second with this key",
+        "requests_per_second",
+        "rate_limit_per_s",
+    )
 
 
 def auth_failures_per_minute(per_minute: int) -> Window:
-    return Window(RateLimitItemPerMinute(max(per_minute, 1), 1), per_minute > 0,
-                  "failed API key checks in one minute from this address", "auth_failures_per_minute",
-                  "auth_failures_per_minute")
+    return Window(
+        RateLimitItemPerMinute(max(per_minute, 1), 1),
+        per_minute > 0,
+        "failed API key checks in one minute from this address",
+        "auth_failures_per_minute",
+        "auth_failures_per_minute",
+    )
 
 
 class RateLimiter:
@@ -81,7 +90,11 @@ class RateLimiter:
             return
         try:
             allowed = allowed_now()
-            reset_at = None if allowed else self.limiter.get_window_stats(self.window.item, self.namespace, identity).reset_time
+            reset_at = (
+                None
+                if allowed
+                else self.limiter.get_window_stats(self.window.item, self.namespace, identity).reset_time
+            )
         except Exception as error:  # any storage failure: let the request through
             log.warning("rate limiter storage unavailable, request allowed: %s", error)
             return
@@ -120,7 +133,10 @@ def _too_many(window: Window, retry_after: int) -> ProblemError:
     limit = window.item.amount
     message = f"more than {limit} {window.what} (setting {window.setting})"
     return ProblemError(
-        429, message + f"; retry after {retry_after} s", type=types.RATE_LIMITED, title="Too many requests",
+        429,
+        message + f"; retry after {retry_after} s",
+        type=types.RATE_LIMITED,
+        title="Too many requests",
         errors=[FieldError(field=window.field, message=message, limit=limit)],
         headers={"Retry-After": str(retry_after)},
     )

@@ -57,7 +57,9 @@ def requeue_stale_jobs(
     return published
 
 
-def _requeue_dead_workers(session: Session, stale_before: dt.datetime, now: dt.datetime, max_attempts: int) -> list[str]:
+def _requeue_dead_workers(
+    session: Session, stale_before: dt.datetime, now: dt.datetime, max_attempts: int
+) -> list[str]:
     requeued = stale_jobs.settle_dead_workers(session, stale_before, now, max_attempts)
     for job_id, heartbeat_at in requeued:
         log.warning("job %s: heartbeat stale since %s, requeued", job_id, heartbeat_at)

@@ -49,10 +49,15 @@ def refuse_if_full(sessions: sessionmaker[Session], owner: str, settings: Settin
 
 def over_quota(used: int, adding: int | None, limit: int, headers: dict[str, str] | None = None) -> ProblemError:
     adds = "" if adding is None else f" and this upload adds {adding}"
-    message = (f"this key stores {used} bytes (data sets, models and job artifacts){adds}; the quota is {limit} "
-               "bytes per key (setting max_stored_bytes_per_key)")
+    message = (
+        f"this key stores {used} bytes (data sets, models and job artifacts){adds}; the quota is {limit} "
+        "bytes per key (setting max_stored_bytes_per_key)"
+    )
     return ProblemError(
-        413, message + "; delete data sets, models or finished jobs to make room", type=types.STORAGE_QUOTA,
-        title="Storage quota exceeded", errors=[FieldError(field="stored_bytes", message=message, limit=limit, value=used)],
+        413,
+        message + "; delete data sets, models or finished jobs to make room",
+        type=types.STORAGE_QUOTA,
+        title="Storage quota exceeded",
+        errors=[FieldError(field="stored_bytes", message=message, limit=limit, value=used)],
         headers=headers,
     )

@@ -85,8 +85,13 @@ def submit_job(
         try:
             with violations_raised(session):
                 job = jobs_repo.create_job(
-                    session, owner=owner, spec=document, spec_hash=digest_, parameters=checked.parameters,
-                    estimate=estimate_document(checked.estimate), idempotency_key=key,
+                    session,
+                    owner=owner,
+                    spec=document,
+                    spec_hash=digest_,
+                    parameters=checked.parameters,
+                    estimate=estimate_document(checked.estimate),
+                    idempotency_key=key,
                 )
                 session.commit()
         except ConstraintViolation:
@@ -152,8 +157,14 @@ def hold_uploads(session, owner: str, documents: list[dict]) -> None:
     if not missing:
         return
     session.rollback()
-    errors = [FieldError(field=field, message=f"no {'data set' if field == 'data.id' else 'model'} {upload_id} (or not yours)",
-                         value=upload_id) for field, upload_id in missing]
+    errors = [
+        FieldError(
+            field=field,
+            message=f"no {'data set' if field == 'data.id' else 'model'} {upload_id} (or not yours)",
+            value=upload_id,
+        )
+        for field, upload_id in missing
+    ]
     raise ProblemError(422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors)
 
 
@@ -199,8 +210,13 @@ def _new_jobs(
         document = point_document(job_spec, base)
         patch = patch_between(base.document, document)
         budget.add(len(compact_json(patch)), "grid", f"grid point {point.values}")
-        yield NewJob(document, patch, sweep_job_hash(request_hash, patch), checked.parameters,
-                     estimate_document(checked.estimate))
+        yield NewJob(
+            document,
+            patch,
+            sweep_job_hash(request_hash, patch),
+            checked.parameters,
+            estimate_document(checked.estimate),
+        )
 
 
 class _ByteBudget:
@@ -213,18 +229,30 @@ class _ByteBudget:
     def add(self, size: int, field: str, what: str) -> None:
         self.total += size
         if self.total > self.limit:
-            message = (f"the sweep would store more than {self.limit} bytes of spec (its base once, then each "
-                       f"job's patch): {self.total} by {what}; the cap is {self.limit} (setting max_sweep_bytes)")
-            raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
-                               errors=[FieldError(field=field, message=message, limit=self.limit, value=self.total)])
+            message = (
+                f"the sweep would store more than {self.limit} bytes of spec (its base once, then each "
+                f"job's patch): {self.total} by {what}; the cap is {self.limit} (setting max_sweep_bytes)"
+            )
+            raise ProblemError(
+                422,
+                message,
+                type=types.RESOURCE_CAP,
+                title="Request exceeds a resource cap",
+                errors=[FieldError(field=field, message=message, limit=self.limit, value=self.total)],
+            )
 
 
 def _check_grid_size(spec: SweepSpec, settings: Settings) -> None:
     size = grid_size(spec.grid)
     if size > settings.max_sweep_jobs:
         message = f"the grid has {size} points; the cap is {settings.max_sweep_jobs} (setting max_sweep_jobs)"
-        raise ProblemError(422, message, type=types.RESOURCE_CAP, title="Request exceeds a resource cap",
-                           errors=[FieldError(field="grid", message=message, limit=settings.max_sweep_jobs, value=size)])
+        raise ProblemError(
+            422,
+            message,
+            type=types.RESOURCE_CAP,
+            title="Request exceeds a resource cap",
+            errors=[FieldError(field="grid", message=message, limit=settings.max_sweep_jobs, value=size)],
+        )
 
 
 def _named_grid_error(make):
@@ -232,13 +260,20 @@ def _named_grid_error(make):
     try:
         return make()
     except GridError as error:
-        raise ProblemError(422, str(error), type=types.VALIDATION, title="Request failed validation",
-                           errors=[FieldError(field=error.field, message=error.reason)]) from None
+        raise ProblemError(
+            422,
+            str(error),
+            type=types.VALIDATION,
+            title="Request failed validation",
+            errors=[FieldError(field=error.field, message=error.reason)],
+        ) from None
 
 
 def _checked_point(point: GridPoint, job_spec: JobSpec, settings: Settings) -> CheckedSpec:
     try:
         return checked_spec(job_spec, settings)
     except ProblemError as error:
-        error.problem = error.problem.model_copy(update={"detail": f"grid point {point.values}: {error.problem.detail}"})
+        error.problem = error.problem.model_copy(
+            update={"detail": f"grid point {point.values}: {error.problem.detail}"}
+        )
         raise

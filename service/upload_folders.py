@@ -65,7 +65,9 @@ def sweep(root: Path | None, stale_after_s: float) -> Swept:
         if not os.path.exists(entry.path):
             folders, total = folders + 1, total + size
     if folders:
-        log.warning("removed %d upload folders (%d bytes) under %s left by API processes that are gone", folders, total, root)
+        log.warning(
+            "removed %d upload folders (%d bytes) under %s left by API processes that are gone", folders, total, root
+        )
     return Swept(folders, total)
 
 

@@ -27,7 +27,12 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt", ".bin"
 
 
 def store_dataset(
-    received: Received, folder: Path, sessions, owner: str, name: str | None, settings: Settings,
+    received: Received,
+    folder: Path,
+    sessions,
+    owner: str,
+    name: str | None,
+    settings: Settings,
     shown: Callable[[models.Dataset, dict[str, str]], Shown],
 ) -> tuple[Shown, bool]:
     """Check the data set's files and store them: (shown(row, {blob id: sha256}), created)."""
@@ -42,7 +47,12 @@ def store_dataset(
 
 
 def store_model(
-    received: Received, sessions, checks: ModelChecks, owner: str, name: str | None, settings: Settings,
+    received: Received,
+    sessions,
+    checks: ModelChecks,
+    owner: str,
+    name: str | None,
+    settings: Settings,
     shown: Callable[[models.UploadedModel, dict[str, str]], Shown],
 ) -> tuple[Shown, bool]:
     """Check the ONNX file (in its turn: service/model_checks.py) and store it: (shown(row, {blob id: sha256}), created)."""
@@ -50,8 +60,11 @@ def store_model(
     if file is None:
         raise invalid("file", "send the ONNX file as the body or as multipart part `file`")
     if file.filename and file.filename.lower().endswith(CHECKPOINT_SUFFIXES):
-        raise invalid("file", f"{file.filename!r} looks like a torch checkpoint or pickle; ntklab takes ONNX files only, "
-                      "because loading a checkpoint can run code (export with torch.onnx.export)")
+        raise invalid(
+            "file",
+            f"{file.filename!r} looks like a torch checkpoint or pickle; ntklab takes ONNX files only, "
+            "because loading a checkpoint can run code (export with torch.onnx.export)",
+        )
     with checks.turn(file.size):
         checked = check_onnx(file.path, settings)
 
@@ -63,14 +76,28 @@ def store_model(
             session.commit()
             return existing, False
         row = models.UploadedModel(
-            id=models.new_id("mdl"), owner=owner, name=name, blob_id=blob, format="onnx",
-            parameters=checked.parameters, trainable=checked.trainable, inputs=checked.inputs,
-            outputs=checked.outputs, operators=checked.operators, opset=checked.opset, size=file.size,
-            created_at=models.utcnow(), activation_elements=checked.activation_elements,
-            forward_flops=checked.forward_flops, constant_bytes=checked.constant_bytes,
-            constant_elements=checked.constant_elements, folding_flops=checked.folding_flops,
-            fixed_elements=checked.fixed_elements, fixed_flops=checked.fixed_flops,
-            input_vocabulary=checked.input_vocabulary, nodes=checked.nodes,
+            id=models.new_id("mdl"),
+            owner=owner,
+            name=name,
+            blob_id=blob,
+            format="onnx",
+            parameters=checked.parameters,
+            trainable=checked.trainable,
+            inputs=checked.inputs,
+            outputs=checked.outputs,
+            operators=checked.operators,
+            opset=checked.opset,
+            size=file.size,
+            created_at=models.utcnow(),
+            activation_elements=checked.activation_elements,
+            forward_flops=checked.forward_flops,
+            constant_bytes=checked.constant_bytes,
+            constant_elements=checked.constant_elements,
+            folding_flops=checked.folding_flops,
+            fixed_elements=checked.fixed_elements,
+            fixed_flops=checked.fixed_flops,
+            input_vocabulary=checked.input_vocabulary,
+            nodes=checked.nodes,
         )
         session.add(row)
         session.commit()
@@ -104,11 +131,22 @@ def _store_dataset(session, owner: str, name: str | None, checked: CheckedDatase
         session.commit()
         return existing, False
     row = models.Dataset(
-        id=models.new_id("ds"), owner=owner, name=name, x_blob_id=x_blob, y_blob_id=y_blob, points=checked.points,
-        x_shape=list(checked.x.shape), x_dtype=checked.x.dtype.name, y_shape=list(checked.y.shape),
-        y_dtype=checked.y.dtype.name, size=checked.x.size + checked.y.size, created_at=models.utcnow(),
-        x_min=checked.x_range[0] if checked.x_range else None, x_max=checked.x_range[1] if checked.x_range else None,
-        y_min=checked.y_range[0] if checked.y_range else None, y_max=checked.y_range[1] if checked.y_range else None,
+        id=models.new_id("ds"),
+        owner=owner,
+        name=name,
+        x_blob_id=x_blob,
+        y_blob_id=y_blob,
+        points=checked.points,
+        x_shape=list(checked.x.shape),
+        x_dtype=checked.x.dtype.name,
+        y_shape=list(checked.y.shape),
+        y_dtype=checked.y.dtype.name,
+        size=checked.x.size + checked.y.size,
+        created_at=models.utcnow(),
+        x_min=checked.x_range[0] if checked.x_range else None,
+        x_max=checked.x_range[1] if checked.x_range else None,
+        y_min=checked.y_range[0] if checked.y_range else None,
+        y_max=checked.y_range[1] if checked.y_range else None,
     )
     session.add(row)
     session.commit()

@@ -69,15 +69,23 @@ class Received:
 def too_large(size: int, limit: int, verb: str) -> ProblemError:
     message = f"the upload {verb} {size} bytes; the cap is {limit} (setting max_upload_bytes)"
     return ProblemError(
-        413, message, type=types.BODY_TOO_LARGE, title="Upload too large",
+        413,
+        message,
+        type=types.BODY_TOO_LARGE,
+        title="Upload too large",
         errors=[FieldError(field="body", message=message, limit=limit, value=size)],
         headers={"Connection": "close"},
     )
 
 
-def invalid(field_name: str, message: str, *, value: str | int | None = None, type: str = INVALID_UPLOAD) -> ProblemError:
+def invalid(
+    field_name: str, message: str, *, value: str | int | None = None, type: str = INVALID_UPLOAD
+) -> ProblemError:
     return ProblemError(
-        422, f"{field_name}: {message}", type=type, title="Upload refused",
+        422,
+        f"{field_name}: {message}",
+        type=type,
+        title="Upload refused",
         errors=[FieldError(field=field_name, message=message, value=value)],
     )
 
@@ -94,10 +102,18 @@ def upload_disk() -> Iterator[None]:
     except OSError as error:
         if error.errno not in DISK_FULL:
             raise
-        message = (f"the server's temporary disk for uploads is full ({error.strerror}); nothing was stored; "
-                   "send it again later (setting upload_dir names the folder)")
-        raise ProblemError(507, message, type=types.INSUFFICIENT_STORAGE, title="Insufficient storage",
-                           errors=[FieldError(field="upload_dir", message=message)], headers={"Connection": "close"}) from None
+        message = (
+            f"the server's temporary disk for uploads is full ({error.strerror}); nothing was stored; "
+            "send it again later (setting upload_dir names the folder)"
+        )
+        raise ProblemError(
+            507,
+            message,
+            type=types.INSUFFICIENT_STORAGE,
+            title="Insufficient storage",
+            errors=[FieldError(field="upload_dir", message=message)],
+            headers={"Connection": "close"},
+        ) from None
 
 
 class _Writer:
@@ -184,11 +200,15 @@ async def _multipart(chunks: AsyncIterator[bytes], boundary: bytes, folder: Path
         state["headers"], state["name"] = {}, name
         if filename is None:
             if name != "name":
-                errors.append(invalid(name or "multipart", f"unexpected form field {name!r}; send the arrays as file parts"))
+                errors.append(
+                    invalid(name or "multipart", f"unexpected form field {name!r}; send the arrays as file parts")
+                )
             state["text"] = bytearray()
             return
         if name not in parts:
-            errors.append(invalid(name or "multipart", f"unexpected file part {name!r}; expected {' and '.join(parts)}"))
+            errors.append(
+                invalid(name or "multipart", f"unexpected file part {name!r}; expected {' and '.join(parts)}")
+            )
         elif name in received.files:
             errors.append(invalid(name, f"the file part {name!r} was sent twice"))
         else:
@@ -211,10 +231,17 @@ async def _multipart(chunks: AsyncIterator[bytes], boundary: bytes, folder: Path
             received.fields[state["name"]] = state["text"].decode("utf-8", "replace")
         state["writer"], state["text"] = None, None
 
-    parser = MultipartParser(boundary, {
-        "on_header_field": on_header_field, "on_header_value": on_header_value, "on_header_end": on_header_end,
-        "on_headers_finished": on_headers_finished, "on_part_data": on_part_data, "on_part_end": on_part_end,
-    })
+    parser = MultipartParser(
+        boundary,
+        {
+            "on_header_field": on_header_field,
+            "on_header_value": on_header_value,
+            "on_header_end": on_header_end,
+            "on_headers_finished": on_headers_finished,
+            "on_part_data": on_part_data,
+            "on_part_end": on_part_end,
+        },
+    )
     try:
         async for chunk in chunks:
             parser.write(chunk)
@@ -263,10 +290,15 @@ class UploadSlots:
             return self._held.get(owner, 0)
 
     def _refusal(self) -> ProblemError:
-        message = (f"this key already has {self.limit} uploads in progress (setting max_concurrent_uploads_per_key); "
-                   "send the next when one has been answered")
+        message = (
+            f"this key already has {self.limit} uploads in progress (setting max_concurrent_uploads_per_key); "
+            "send the next when one has been answered"
+        )
         return ProblemError(
-            429, f"{message}; retry after {self.retry_after_s} s", type=types.RATE_LIMITED, title="Too many requests",
+            429,
+            f"{message}; retry after {self.retry_after_s} s",
+            type=types.RATE_LIMITED,
+            title="Too many requests",
             errors=[FieldError(field="concurrent_uploads", message=message, limit=self.limit)],
             headers={"Retry-After": str(self.retry_after_s), "Connection": "close"},
         )
@@ -301,16 +333,26 @@ def resolve_uploads(spec: JobSpec, session: Session, owner: str) -> JobSpec:
     if uses_dataset and not errors:
         _check_labels(document["data"]["stored"], _output_dim(document["model"]), spec.data.id, errors)
     if x_integer and spec.data.standardize and _keeps_integers(spec.model, document["model"]):
-        errors.append(FieldError(field="data.standardize", message=f"data set {spec.data.id} has integer x (token ids for "
-                                 f"this {spec.model.kind} model); standardize applies to float inputs only", value=True))
+        errors.append(
+            FieldError(
+                field="data.standardize",
+                message=f"data set {spec.data.id} has integer x (token ids for "
+                f"this {spec.model.kind} model); standardize applies to float inputs only",
+                value=True,
+            )
+        )
     if errors:
-        raise ProblemError(422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors)
+        raise ProblemError(
+            422, summarize(errors), type=types.VALIDATION, title="Request failed validation", errors=errors
+        )
     try:
         return JobSpec.model_validate(document)
     except ValidationError as error:
         located = [{**entry, "loc": ("body", *entry["loc"])} for entry in error.errors()]
         found = field_errors(located, document)
-        raise ProblemError(422, summarize(found), type=types.VALIDATION, title="Request failed validation", errors=found) from None
+        raise ProblemError(
+            422, summarize(found), type=types.VALIDATION, title="Request failed validation", errors=found
+        ) from None
 
 
 def _resolve_dataset(data: DatasetData, document: dict, session: Session, owner: str, errors: list[FieldError]):
@@ -320,19 +362,40 @@ def _resolve_dataset(data: DatasetData, document: dict, session: Session, owner:
         return None, False
     n_train = data.n_train if data.n_train is not None else row.points
     if n_train > row.points:
-        errors.append(FieldError(field="data.n_train", message=f"data.n_train = {n_train} exceeds the {row.points} points "
-                                 f"of data set {row.id}", limit=row.points, value=n_train))
+        errors.append(
+            FieldError(
+                field="data.n_train",
+                message=f"data.n_train = {n_train} exceeds the {row.points} points of data set {row.id}",
+                limit=row.points,
+                value=n_train,
+            )
+        )
     x_integer = row.x_dtype.startswith(("int", "uint"))
     y_width = row.y_shape[1] if len(row.y_shape) == 2 else 1
     document["n_train"] = n_train
-    document["stored"] = {"points": row.points, "x_shape": row.x_shape[1:], "x_integer": x_integer, "y_width": y_width,
-                          "x_min": row.x_min, "x_max": row.x_max, "y_integer": row.y_dtype.startswith(("int", "uint")),
-                          "y_min": row.y_min, "y_max": row.y_max}
+    document["stored"] = {
+        "points": row.points,
+        "x_shape": row.x_shape[1:],
+        "x_integer": x_integer,
+        "y_width": y_width,
+        "x_min": row.x_min,
+        "x_max": row.x_max,
+        "y_integer": row.y_dtype.startswith(("int", "uint")),
+        "y_min": row.y_min,
+        "y_max": row.y_max,
+    }
     return tuple(row.x_shape[1:]), x_integer
 
 
-def _resolve_model(model, document: dict, session: Session, owner: str, point_shape: tuple[int, ...], x_integer: bool,
-                   errors: list[FieldError]) -> None:
+def _resolve_model(
+    model,
+    document: dict,
+    session: Session,
+    owner: str,
+    point_shape: tuple[int, ...],
+    x_integer: bool,
+    errors: list[FieldError],
+) -> None:
     row = uploads_repo.get(session, UploadedModel, owner, model.id)
     if row is None:
         errors.append(FieldError(field="model.id", message=f"no model {model.id} (or not yours)", value=model.id))
@@ -343,21 +406,39 @@ def _resolve_model(model, document: dict, session: Session, owner: str, point_sh
         fits = math.prod(dims) == math.prod(point_shape)
         input_shape = list(dims)
     else:
-        fits = len(dims) == len(point_shape) and all(not isinstance(d, int) or d == n for d, n in zip(dims, point_shape))
+        fits = len(dims) == len(point_shape) and all(
+            not isinstance(d, int) or d == n for d, n in zip(dims, point_shape)
+        )
         input_shape = list(point_shape)
     if not fits:
-        errors.append(FieldError(field="model.id", message=f"model {row.id} takes inputs of shape {dims} per point; "
-                                 f"the data's points have shape {list(point_shape)}"))
+        errors.append(
+            FieldError(
+                field="model.id",
+                message=f"model {row.id} takes inputs of shape {dims} per point; "
+                f"the data's points have shape {list(point_shape)}",
+            )
+        )
     if wanted["dtype"].startswith("int") and not x_integer:
-        errors.append(FieldError(field="model.id", message=f"model {row.id} takes integer inputs ({wanted['dtype']}); "
-                                 "the data's x is floating-point"))
+        errors.append(
+            FieldError(
+                field="model.id",
+                message=f"model {row.id} takes integer inputs ({wanted['dtype']}); the data's x is floating-point",
+            )
+        )
     document["stored"] = {
-        "parameters": row.parameters, "input_shape": input_shape, "output_dim": answer["shape"][1],
+        "parameters": row.parameters,
+        "input_shape": input_shape,
+        "output_dim": answer["shape"][1],
         "input_integer": wanted["dtype"].startswith("int"),
-        "activation_elements": row.activation_elements, "forward_flops": row.forward_flops,
-        "constant_bytes": row.constant_bytes, "constant_elements": row.constant_elements,
-        "folding_flops": row.folding_flops, "fixed_elements": row.fixed_elements, "fixed_flops": row.fixed_flops,
-        "input_vocabulary": row.input_vocabulary, "nodes": row.nodes,
+        "activation_elements": row.activation_elements,
+        "forward_flops": row.forward_flops,
+        "constant_bytes": row.constant_bytes,
+        "constant_elements": row.constant_elements,
+        "folding_flops": row.folding_flops,
+        "fixed_elements": row.fixed_elements,
+        "fixed_flops": row.fixed_flops,
+        "input_vocabulary": row.input_vocabulary,
+        "nodes": row.nodes,
     }
 
 
@@ -367,8 +448,15 @@ def _check_token_ids(data: dict, model: dict, data_id: str, errors: list[FieldEr
     if vocabulary is None or low is None or high is None or (low >= 0 and high < vocabulary):
         return
     value = high if high >= vocabulary else low
-    errors.append(FieldError(field="data.id", message=f"data set {data_id} holds token ids from {low} to {high}; the "
-                             f"model's embedding takes ids in [0, {vocabulary})", limit=vocabulary, value=value))
+    errors.append(
+        FieldError(
+            field="data.id",
+            message=f"data set {data_id} holds token ids from {low} to {high}; the "
+            f"model's embedding takes ids in [0, {vocabulary})",
+            limit=vocabulary,
+            value=value,
+        )
+    )
 
 
 def _output_dim(model: dict) -> int | None:
@@ -386,8 +474,15 @@ def _check_labels(data: dict, classes: int | None, data_id: str, errors: list[Fi
     if low >= 0 and high < limit:
         return
     value = low if low < 0 else high
-    errors.append(FieldError(field="data.id", message=f"data set {data_id} holds class labels y from {low} to {high}; "
-                             f"the model's {limit} outputs take labels in [0, {limit})", limit=limit, value=value))
+    errors.append(
+        FieldError(
+            field="data.id",
+            message=f"data set {data_id} holds class labels y from {low} to {high}; "
+            f"the model's {limit} outputs take labels in [0, {limit})",
+            limit=limit,
+            value=value,
+        )
+    )
 
 
 def _keeps_integers(model: ModelSpec, document: dict) -> bool:

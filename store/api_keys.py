@@ -42,8 +42,12 @@ def create_key(session: Session, name: str, *, is_admin: bool = False, secret: s
     """Store a new key (committed) and return it with its secret, which is not kept anywhere."""
     secret = secret or make_secret()
     key = ApiKey(
-        id=new_id("key"), name=name, prefix=secret[:DISPLAY_CHARS], secret_hash=digest(secret),
-        is_admin=is_admin, created_at=utcnow(),
+        id=new_id("key"),
+        name=name,
+        prefix=secret[:DISPLAY_CHARS],
+        secret_hash=digest(secret),
+        is_admin=is_admin,
+        created_at=utcnow(),
     )
     session.add(key)
     session.commit()
@@ -75,6 +79,8 @@ def ensure_admin(session: Session, secret: str, name: str = "bootstrap admin") -
     """The key with this secret, made as an admin key if there is none; an existing key is left as it is
     (a key an operator revoked stays revoked)."""
     if not secret.startswith(SECRET_PREFIX) or len(secret) < MIN_SECRET_CHARS:
-        raise ValueError(f"the bootstrap admin key must start with {SECRET_PREFIX!r} and have at least {MIN_SECRET_CHARS} characters")
+        raise ValueError(
+            f"the bootstrap admin key must start with {SECRET_PREFIX!r} and have at least {MIN_SECRET_CHARS} characters"
+        )
     key = session.scalar(select(ApiKey).where(ApiKey.secret_hash == digest(secret)))
     return key if key is not None else create_key(session, name, is_admin=True, secret=secret).key

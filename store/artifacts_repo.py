@@ -42,8 +42,10 @@ def entries(session: Session, job_id: str, name: str | None = None) -> list[Arti
     )
     if name is not None:
         query = query.where(Artifact.name == name)
-    return [ArtifactEntry(row.name, row.media_type, row.size, _as_utc(row.created_at), row.blob_id, row.sha256)
-            for row in session.execute(query.order_by(Artifact.name))]
+    return [
+        ArtifactEntry(row.name, row.media_type, row.size, _as_utc(row.created_at), row.blob_id, row.sha256)
+        for row in session.execute(query.order_by(Artifact.name))
+    ]
 
 
 def find(session: Session, job_id: str, name: str) -> ArtifactEntry | None:
@@ -52,15 +54,23 @@ def find(session: Session, job_id: str, name: str) -> ArtifactEntry | None:
 
 
 def add(
-    session: Session, owner: str, job_id: str, name: str, media_type: str, data: bytes, sha256: str,
+    session: Session,
+    owner: str,
+    job_id: str,
+    name: str,
+    media_type: str,
+    data: bytes,
+    sha256: str,
     created_at: dt.datetime,
 ) -> None:
     """Store `data` (whose SHA-256 is `sha256`) as the job's artifact `name`, its bytes in the owner's blob of that
     content, written if new. The caller holds the owner's storage lock (`storage.lock_owner`) and commits."""
     blob_id = uploads_repo.save_blob_from(session, owner, sha256, len(data), io.BytesIO(data))
-    session.execute(insert(Artifact).values(
-        job_id=job_id, name=name, media_type=media_type, size=len(data), blob_id=blob_id, created_at=created_at
-    ))
+    session.execute(
+        insert(Artifact).values(
+            job_id=job_id, name=name, media_type=media_type, size=len(data), blob_id=blob_id, created_at=created_at
+        )
+    )
 
 
 def delete_all(session: Session, job_id: str) -> None:
@@ -74,4 +84,4 @@ def delete_all(session: Session, job_id: str) -> None:
 
 def _as_utc(moment: dt.datetime) -> dt.datetime:
     """Times are stored in UTC; SQLite hands them back without a zone, PostgreSQL with one."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)

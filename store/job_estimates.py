@@ -21,8 +21,12 @@ def estimate_document(estimate: Estimate | None) -> dict | None:
     if estimate is None:
         return None
     return {
-        "memory_bytes": estimate.memory_bytes, "flops": estimate.flops,
-        **{part: [[term.name, term.value, term.what] for term in getattr(estimate, part)] for part in ("memory", "work", "ops")},
+        "memory_bytes": estimate.memory_bytes,
+        "flops": estimate.flops,
+        **{
+            part: [[term.name, term.value, term.what] for term in getattr(estimate, part)]
+            for part in ("memory", "work", "ops")
+        },
         "rates": {"flops_per_s": estimate.rates.flops_per_s, "seconds_per_op": estimate.rates.seconds_per_op},
     }
 
@@ -31,5 +35,10 @@ def stored_estimate(document: dict | None) -> Estimate | None:
     """The Estimate that `estimate_document` stored; None for a row without one."""
     if document is None:
         return None
-    terms = {part: tuple(Term(name, value, what) for name, value, what in document[part]) for part in ("memory", "work", "ops")}
-    return Estimate(memory_bytes=document["memory_bytes"], flops=document["flops"], rates=TimeRates(**document["rates"]), **terms)
+    terms = {
+        part: tuple(Term(name, value, what) for name, value, what in document[part])
+        for part in ("memory", "work", "ops")
+    }
+    return Estimate(
+        memory_bytes=document["memory_bytes"], flops=document["flops"], rates=TimeRates(**document["rates"]), **terms
+    )

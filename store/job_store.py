@@ -106,7 +106,8 @@ class JobStore:
         """Heartbeat, optional progress columns and metric chunks in one transaction; returns cancel_requested."""
         with self.sessions.begin() as session:
             cancel = session.execute(
-                update(Job).where(*_owned(claim.job_id, claim.attempt))
+                update(Job)
+                .where(*_owned(claim.job_id, claim.attempt))
                 .values(heartbeat_at=utcnow(), **(progress or {}))
                 .returning(Job.cancel_requested)
             ).scalar()
@@ -117,9 +118,17 @@ class JobStore:
 
     @retry_patiently
     def finish(
-        self, claim: Claim, status: str, *, summary: dict | Callable[[float], dict] | None = None,
-        warnings: list[dict] | None = None, error: dict | None = None, chunks: list[ChunkRow] = (),
-        replace_series: tuple[str, ...] = (), artifacts: dict | None = None, progress: dict | None = None,
+        self,
+        claim: Claim,
+        status: str,
+        *,
+        summary: dict | Callable[[float], dict] | None = None,
+        warnings: list[dict] | None = None,
+        error: dict | None = None,
+        chunks: list[ChunkRow] = (),
+        replace_series: tuple[str, ...] = (),
+        artifacts: dict | None = None,
+        progress: dict | None = None,
         max_stored_bytes: int | None = None,
     ) -> None:
         """Store the outcome (summary, warnings, error), the last progress and the final status; raises LostJob
@@ -138,12 +147,23 @@ class JobStore:
                 if max_stored_bytes is not None and summary is not None:
                     artifacts, skipped = _within_quota(session, owner, artifacts, hashes, max_stored_bytes)
                     summary = _naming_skipped(summary, skipped)
-            phase = (progress or {}) | {"progress_phase": status, "progress_eta_s": 0.0 if status == "succeeded" else None}
+            phase = (progress or {}) | {
+                "progress_phase": status,
+                "progress_eta_s": 0.0 if status == "succeeded" else None,
+            }
             writing = time.perf_counter()
             taken = session.execute(
-                update(Job).where(*_owned(claim.job_id, claim.attempt))
-                .values(status=status, summary=None if callable(summary) else summary, warnings=warnings, error=error,
-                        finished_at=now, heartbeat_at=now, **phase)
+                update(Job)
+                .where(*_owned(claim.job_id, claim.attempt))
+                .values(
+                    status=status,
+                    summary=None if callable(summary) else summary,
+                    warnings=warnings,
+                    error=error,
+                    finished_at=now,
+                    heartbeat_at=now,
+                    **phase,
+                )
             ).rowcount
             if not taken:
                 raise LostJob(claim.job_id)
@@ -157,7 +177,6 @@ class JobStore:
             if callable(summary):
                 timed = summary(time.perf_counter() - writing)
                 session.execute(update(Job).where(Job.id == claim.job_id).values(summary=timed))
-
 
     @retry_briefly
     def read_uploads(self, job_id: str, dataset_ids: tuple[str, ...], model_ids: tuple[str, ...]) -> UploadedBytes:
@@ -186,12 +205,21 @@ class JobStore:
         """Fail the jobs `worker` (a node name) is running, after its process was killed; returns their ids."""
         now = utcnow()
         with self.sessions.begin() as session:
-            return list(session.scalars(
-                update(Job).where(Job.worker == worker, Job.status == "running")
-                .values(status="failed", error=error, finished_at=now, heartbeat_at=now,
-                        progress_phase="failed", progress_eta_s=None)
-                .returning(Job.id)
-            ))
+            return list(
+                session.scalars(
+                    update(Job)
+                    .where(Job.worker == worker, Job.status == "running")
+                    .values(
+                        status="failed",
+                        error=error,
+                        finished_at=now,
+                        heartbeat_at=now,
+                        progress_phase="failed",
+                        progress_eta_s=None,
+                    )
+                    .returning(Job.id)
+                )
+            )
 
 
 def _cancel_if_requested(session: Session, job_id: str) -> None:
@@ -216,9 +244,19 @@ def _claim_row(session: Session, job_id: str, worker: str, device_for: Callable[
         update(Job)
         .where(Job.id == job_id, Job.status == "queued", Job.cancel_requested.is_(False))
         .values(
-            status="running", attempts=Job.attempts + 1, started_at=now, heartbeat_at=now,
-            worker=worker, device=device, progress_phase="starting", progress_step=0,
-            progress_eta_s=None, summary=None, warnings=None, error=None, finished_at=None,
+            status="running",
+            attempts=Job.attempts + 1,
+            started_at=now,
+            heartbeat_at=now,
+            worker=worker,
+            device=device,
+            progress_phase="starting",
+            progress_step=0,
+            progress_eta_s=None,
+            summary=None,
+            warnings=None,
+            error=None,
+            finished_at=None,
         )
         .returning(Job.attempts)
     ).first()
@@ -239,8 +277,10 @@ def _within_quota(
     for name, (media_type, data) in artifacts.items():
         adds = 0 if hashes[name] in added else storage.new_bytes(session, owner, [(hashes[name], len(data))])
         if adds and used + adds > limit:
-            skipped.append(f"{name} ({len(data)} bytes; the key stores {used} of its quota of {limit}, "
-                           "setting max_stored_bytes_per_key)")
+            skipped.append(
+                f"{name} ({len(data)} bytes; the key stores {used} of its quota of {limit}, "
+                "setting max_stored_bytes_per_key)"
+            )
         else:
             kept[name] = (media_type, data)
             used += adds
@@ -263,6 +303,8 @@ def _insert_chunks(session: Session, job_id: str, chunks: list[ChunkRow]) -> Non
     if chunks:
         session.execute(
             insert(MetricChunk),
-            [{"job_id": job_id, "name": c.name, "chunk": c.chunk, "steps": c.steps, "values": c.values} for c in chunks],
+            [
+                {"job_id": job_id, "name": c.name, "chunk": c.chunk, "steps": c.steps, "values": c.values}
+                for c in chunks
+            ],
         )
-

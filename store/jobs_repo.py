@@ -94,9 +94,7 @@ def get_job(session: Session, scope: str | None, job_id: str, *, fresh: bool = F
 def tags_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[str]]:
     tags: dict[str, list[str]] = {job_id: [] for job_id in job_ids}
     if job_ids:
-        rows = session.execute(
-            select(JobTag.job_id, JobTag.tag).where(JobTag.job_id.in_(job_ids)).order_by(JobTag.tag)
-        )
+        rows = session.execute(select(JobTag.job_id, JobTag.tag).where(JobTag.job_id.in_(job_ids)).order_by(JobTag.tag))
         for job_id, tag in rows:
             tags[job_id].append(tag)
     return tags

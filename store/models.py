@@ -36,7 +36,7 @@ def new_id(prefix: str) -> str:
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class Base(DeclarativeBase):
@@ -312,6 +312,17 @@ class UploadedModel(Base):
 
 
 __all__ = [
-    "Base", "ApiKey", "Sweep", "Job", "JobTag", "MetricChunk", "Artifact", "Blob", "BlobChunk", "Dataset",
-    "UploadedModel", "new_id", "utcnow",
+    "Base",
+    "ApiKey",
+    "Sweep",
+    "Job",
+    "JobTag",
+    "MetricChunk",
+    "Artifact",
+    "Blob",
+    "BlobChunk",
+    "Dataset",
+    "UploadedModel",
+    "new_id",
+    "utcnow",
 ]

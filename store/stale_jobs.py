@@ -11,7 +11,9 @@ from sqlalchemy.orm import Session
 from store.models import Job
 
 
-def settle_dead_workers(session: Session, stale_before: dt.datetime, now: dt.datetime, max_attempts: int) -> list[tuple[str, dt.datetime]]:
+def settle_dead_workers(
+    session: Session, stale_before: dt.datetime, now: dt.datetime, max_attempts: int
+) -> list[tuple[str, dt.datetime]]:
     """Every running job whose heartbeat is older than `stale_before`: cancelled if a cancel was asked, failed after
     `max_attempts`, else queued again. Returns (id, stale heartbeat) of those queued again (not committed)."""
     stale = session.execute(
@@ -40,12 +42,15 @@ def settle_dead_workers(session: Session, stale_before: dt.datetime, now: dt.dat
 
 def long_queued(session: Session, stale_before: dt.datetime) -> list[tuple[str, dt.datetime | None]]:
     """(id, enqueued_at) of the jobs queued (or created, if never enqueued) before `stale_before`."""
-    return [tuple(row) for row in session.execute(
-        select(Job.id, Job.enqueued_at).where(
-            Job.status == "queued",
-            or_(Job.enqueued_at < stale_before, and_(Job.enqueued_at.is_(None), Job.created_at < stale_before)),
-        )
-    ).all()]
+    return [
+        tuple(row)
+        for row in session.execute(
+            select(Job.id, Job.enqueued_at).where(
+                Job.status == "queued",
+                or_(Job.enqueued_at < stale_before, and_(Job.enqueued_at.is_(None), Job.created_at < stale_before)),
+            )
+        ).all()
+    ]
 
 
 def mark_enqueued(session: Session, waiting: list[tuple[str, dt.datetime | None]], now: dt.datetime) -> list[str]:
@@ -53,6 +58,8 @@ def mark_enqueued(session: Session, waiting: list[tuple[str, dt.datetime | None]
     taken = []
     for job_id, enqueued_at in waiting:
         same = Job.enqueued_at.is_(None) if enqueued_at is None else Job.enqueued_at == enqueued_at
-        if session.execute(update(Job).where(Job.id == job_id, Job.status == "queued", same).values(enqueued_at=now)).rowcount:
+        if session.execute(
+            update(Job).where(Job.id == job_id, Job.status == "queued", same).values(enqueued_at=now)
+        ).rowcount:
             taken.append(job_id)
     return taken

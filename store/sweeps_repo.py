@@ -58,16 +58,28 @@ def create_sweep(
     """Insert the sweep (its spec document, base included, once) and one queued job per grid point
     (not committed); returns the job ids in grid order."""
     sweep = Sweep(
-        id=new_id("swp"), owner=owner, name=spec.get("name"), spec=spec, idempotency_key=idempotency_key,
-        request_hash=request_hash, created_at=utcnow(),
+        id=new_id("swp"),
+        owner=owner,
+        name=spec.get("name"),
+        spec=spec,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+        created_at=utcnow(),
     )
     session.add(sweep)
     session.add_all(SweepTag(sweep_id=sweep.id, tag=tag) for tag in dict.fromkeys(spec.get("tags", ())))
     session.flush()
     rows = [
         jobs_repo.create_job(
-            session, owner=owner, spec=new.spec, spec_hash=new.spec_hash, parameters=new.parameters,
-            estimate=new.estimate, idempotency_key=None, sweep_id=sweep.id, spec_patch=new.spec_patch,
+            session,
+            owner=owner,
+            spec=new.spec,
+            spec_hash=new.spec_hash,
+            parameters=new.parameters,
+            estimate=new.estimate,
+            idempotency_key=None,
+            sweep_id=sweep.id,
+            spec_patch=new.spec_patch,
         )
         for new in jobs
     ]
@@ -106,12 +118,15 @@ def list_page(
     """Up to `limit` sweeps `scope` may see (None: all), newest first, below `before_seq`, and whether more follow."""
     query = select(Sweep).where(*(() if scope is None else (Sweep.owner == scope,)))
     if where.tag is not None:
-        query = query.where(select(SweepTag.sweep_id).where(SweepTag.sweep_id == Sweep.id, SweepTag.tag == where.tag).exists())
+        query = query.where(
+            select(SweepTag.sweep_id).where(SweepTag.sweep_id == Sweep.id, SweepTag.tag == where.tag).exists()
+        )
     if where.statuses:
         counts = _counts_by_sweep(scope).subquery()
         query = query.outerjoin(counts, counts.c.sweep_id == Sweep.id).where(
-            derived_status({name: func.coalesce(counts.c[name], 0) for name in (*JOB_STATUSES, "total")},
-                           Sweep.cancel_requested).in_(where.statuses)
+            derived_status(
+                {name: func.coalesce(counts.c[name], 0) for name in (*JOB_STATUSES, "total")}, Sweep.cancel_requested
+            ).in_(where.statuses)
         )
     if before_seq is not None:
         query = query.where(Sweep.seq < before_seq)
@@ -124,7 +139,9 @@ def counts_of(session: Session, sweep_ids: list[str]) -> dict[str, Counter]:
     counts: dict[str, Counter] = {sweep_id: Counter() for sweep_id in sweep_ids}
     if sweep_ids:
         rows = session.execute(
-            select(Job.sweep_id, Job.status, func.count()).where(Job.sweep_id.in_(sweep_ids)).group_by(Job.sweep_id, Job.status)
+            select(Job.sweep_id, Job.status, func.count())
+            .where(Job.sweep_id.in_(sweep_ids))
+            .group_by(Job.sweep_id, Job.status)
         )
         for sweep_id, status, count in rows:
             counts[sweep_id][status] = count
@@ -135,13 +152,18 @@ def _counts_by_sweep(scope: str | None):
     """sweep_id, one count column per job status, and total, over the sweep jobs `scope` may see (a sweep's
     jobs are its owner's); a sweep without jobs has no row."""
     per_status = [func.sum(case((Job.status == status, 1), else_=0)).label(status) for status in JOB_STATUSES]
-    return (select(Job.sweep_id, *per_status, func.count().label("total"))
-            .where(*jobs_repo.visible(scope), Job.sweep_id.is_not(None)).group_by(Job.sweep_id))
+    return (
+        select(Job.sweep_id, *per_status, func.count().label("total"))
+        .where(*jobs_repo.visible(scope), Job.sweep_id.is_not(None))
+        .group_by(Job.sweep_id)
+    )
 
 
 def derived_status(counts: dict[str, ColumnElement], cancel_requested: ColumnElement) -> ColumnElement:
     """analysis.sweep_table.derive_status as an SQL CASE over per-status job counts and their `total`."""
-    queued, running, succeeded, cancelled, total = (counts[name] for name in ("queued", "running", "succeeded", "cancelled", "total"))
+    queued, running, succeeded, cancelled, total = (
+        counts[name] for name in ("queued", "running", "succeeded", "cancelled", "total")
+    )
     return case(
         (or_(running > 0, and_(queued > 0, queued < total)), "running"),
         (queued > 0, "queued"),
@@ -182,9 +204,11 @@ def active_jobs_using(session: Session, owner: str, spec_path: tuple[str, str], 
     (("data", "id") or ("model", "id")): each is materialised from its sweep's base, which is read
     once per sweep; there are at most max_queued_jobs_per_key of them."""
     section, field = spec_path
-    query = select(Job).where(
-        Job.owner == owner, Job.status.in_(jobs_repo.ACTIVE_STATUSES), Job.spec_patch.is_not(None)
-    ).order_by(Job.seq)
+    query = (
+        select(Job)
+        .where(Job.owner == owner, Job.status.in_(jobs_repo.ACTIVE_STATUSES), Job.spec_patch.is_not(None))
+        .order_by(Job.seq)
+    )
     return [job.id for job in session.scalars(query) if (job_spec(job).get(section) or {}).get(field) == upload_id]
 
 

@@ -32,7 +32,7 @@ class FinishedRun:
 
 
 def worker_class(device: str) -> str:
-    """"cuda:0" → "cuda", "cpu" → "cpu", "mps" → "mps"."""
+    """ "cuda:0" → "cuda", "cpu" → "cpu", "mps" → "mps"."""
     return device.split(":", 1)[0]
 
 

@@ -86,7 +86,7 @@ def stream_blob(sessions: sessionmaker[Session], blob_id: str, start: int, stop:
         if data is None:
             raise BlobGone(blob_id)
         offset = index * BLOB_CHUNK_BYTES
-        yield bytes(data[max(start - offset, 0):stop - offset])
+        yield bytes(data[max(start - offset, 0) : stop - offset])
 
 
 def blob_hashes(session: Session, blob_ids: Iterable[str]) -> dict[str, str]:
@@ -128,12 +128,14 @@ def find_model(session: Session, owner: str, blob_id: str) -> UploadedModel | No
 def active_jobs_using(session: Session, owner: str, spec_path: tuple[str, str], upload_id: str) -> list[str]:
     """Ids of the owner's queued or running jobs whose spec names `upload_id` at `spec_path` (("data", "id") or ("model", "id")),
     a sweep's jobs included (their specs are their sweep's base + a patch); at most 10."""
-    own = list(session.scalars(
-        select(Job.id)
-        .where(Job.owner == owner, Job.status.in_(ACTIVE_STATUSES), Job.spec[spec_path].as_string() == upload_id)
-        .order_by(Job.seq)
-        .limit(10)
-    ))
+    own = list(
+        session.scalars(
+            select(Job.id)
+            .where(Job.owner == owner, Job.status.in_(ACTIVE_STATUSES), Job.spec[spec_path].as_string() == upload_id)
+            .order_by(Job.seq)
+            .limit(10)
+        )
+    )
     return (own + sweeps_repo.active_jobs_using(session, owner, spec_path, upload_id))[:10]
 
 
@@ -167,10 +169,14 @@ def hold_for_jobs(session: Session, owner: str, specs: Iterable[dict]) -> list[t
         ids = sorted(upload_id for kind, upload_id in wanted if kind is table)
         if not ids:
             continue
-        found = set(session.scalars(
-            select(table.id).where(table.owner == owner, table.id.in_(ids)).order_by(table.id)
-            .with_for_update(read=True, key_share=True)
-        ))
+        found = set(
+            session.scalars(
+                select(table.id)
+                .where(table.owner == owner, table.id.in_(ids))
+                .order_by(table.id)
+                .with_for_update(read=True, key_share=True)
+            )
+        )
         missing += [(wanted[(table, upload_id)], upload_id) for upload_id in ids if upload_id not in found]
     return missing
 

@@ -41,11 +41,24 @@ print(json.dumps({{"imported": imported, "built": built}}))
 
 def test_importing_every_module_builds_nothing_and_creates_no_file(tmp_path: Path):
     repo = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=clean_env({"PYTHONPATH": str(repo)}),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=tmp_path,
+        env=clean_env({"PYTHONPATH": str(repo)}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert {"service.app", "workers.tasks", "workers.queue", "workers.celery_app", "store.job_store",
-            "workers.engine.run", "ntklab.cli"} <= set(report["imported"])
+    assert {
+        "service.app",
+        "workers.tasks",
+        "workers.queue",
+        "workers.celery_app",
+        "store.job_store",
+        "workers.engine.run",
+        "ntklab.cli",
+    } <= set(report["imported"])
     assert report["built"] == [], f"built at import time: {report['built']}"
     assert list(tmp_path.iterdir()) == [], "an import created files in the working folder"

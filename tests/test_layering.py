@@ -22,8 +22,14 @@ LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=root, env=clean_env({"PYTHONPATH": str(root)}),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [LINT_IMPORTS, "--no-cache"],
+        cwd=root,
+        env=clean_env({"PYTHONPATH": str(root)}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def copy_of_the_packages(root: Path) -> Path:
@@ -39,19 +45,30 @@ def test_the_contracts_hold_on_this_tree():
     assert " 0 broken" in done.stdout
 
 
-@pytest.mark.parametrize(("module", "line", "contract"), [
-    ("workers/tasks.py", "import service.app", "workers is not allowed to import service"),
-    ("service/caps.py", "import workers.engine.nets", "The API reaches the workers only through the broker interface"),
-    ("service/quota.py", "import torch", "The API process never imports torch"),
-    ("workers/engine/ntk.py", "import sqlalchemy", "The engine imports no Celery, SQL"),
-    ("store/db.py", "import workers.tasks", "The store imports neither the API nor the workers"),
-    ("api_schemas/spec.py", "import numpy", "The wire contract imports only pydantic"),
-    ("ntklab/client.py", "import sqlalchemy", "The SDK needs no server part"),
-    ("analysis/fits.py", "import store.models", "Analysis is numeric only"),
-    ("service/api/routes/presets.py", "import service.api.routes.sweeps", "The routers are independent"),
-    ("service/api/routes/models.py", "from service.api.routes.datasets import owned", "The routers are independent"),
-    ("service/caps.py", "import sqlalchemy", "SQL lives in store/"),
-])
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("workers/tasks.py", "import service.app", "workers is not allowed to import service"),
+        (
+            "service/caps.py",
+            "import workers.engine.nets",
+            "The API reaches the workers only through the broker interface",
+        ),
+        ("service/quota.py", "import torch", "The API process never imports torch"),
+        ("workers/engine/ntk.py", "import sqlalchemy", "The engine imports no Celery, SQL"),
+        ("store/db.py", "import workers.tasks", "The store imports neither the API nor the workers"),
+        ("api_schemas/spec.py", "import numpy", "The wire contract imports only pydantic"),
+        ("ntklab/client.py", "import sqlalchemy", "The SDK needs no server part"),
+        ("analysis/fits.py", "import store.models", "Analysis is numeric only"),
+        ("service/api/routes/presets.py", "import service.api.routes.sweeps", "The routers are independent"),
+        (
+            "service/api/routes/models.py",
+            "from service.api.routes.datasets import owned",
+            "The routers are independent",
+        ),
+        ("service/caps.py", "import sqlalchemy", "SQL lives in store/"),
+    ],
+)
 def test_crossing_a_boundary_breaks_a_contract(tmp_path: Path, module: str, line: str, contract: str):
     root = copy_of_the_packages(tmp_path)
     source = root / module
@@ -78,6 +95,10 @@ def test_the_api_runs_no_sql_of_its_own():
                 names = {alias.name for alias in node.names}
                 if node.module != "sqlalchemy.exc" and not names <= SESSION_TYPES.get(node.module, set()):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno} imports {sorted(names)} from {node.module}")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("execute", "scalar", "scalars"):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute", "scalar", "scalars")
+            ):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno} runs a statement (.{node.func.attr})")
     assert found == []

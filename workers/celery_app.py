@@ -63,4 +63,3 @@ def make_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
     )
     return app
-

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
 from collections.abc import Callable
 
 from store.job_store import ChunkRow, Claim, JobStore, LostJob
@@ -53,7 +52,9 @@ class SeriesBuffer:
         rows = []
         for name, (steps, values) in pending.items():
             for start in range(0, len(steps), MAX_CHUNK_POINTS):
-                rows.append(self._row(name, steps[start : start + MAX_CHUNK_POINTS], values[start : start + MAX_CHUNK_POINTS]))
+                rows.append(
+                    self._row(name, steps[start : start + MAX_CHUNK_POINTS], values[start : start + MAX_CHUNK_POINTS])
+                )
         return rows
 
     def give_back(self, rows: list[ChunkRow]) -> None:
@@ -76,8 +77,14 @@ class JobReporter:
     """The engine's Callbacks for one claimed job, plus the thread that writes them out."""
 
     def __init__(
-        self, store: JobStore, claim: Claim, *, heartbeat_interval_s: float, flush_interval_s: float,
-        cancel_grace_s: float | None = None, overdue: Callable[[], None] | None = None,
+        self,
+        store: JobStore,
+        claim: Claim,
+        *,
+        heartbeat_interval_s: float,
+        flush_interval_s: float,
+        cancel_grace_s: float | None = None,
+        overdue: Callable[[], None] | None = None,
     ):
         self.store, self.claim = store, claim
         self.tick_s = min(MAX_TICK_S, heartbeat_interval_s)
@@ -151,8 +158,11 @@ class JobReporter:
             return
         if time.monotonic() - self.cancel_seen_at >= self.cancel_grace_s and not self._stop.is_set():
             self.gave_up = True
-            log.error("job %s: still running %.1f s after its cancel; giving up on its process",
-                      self.claim.job_id, time.monotonic() - self.cancel_seen_at)
+            log.error(
+                "job %s: still running %.1f s after its cancel; giving up on its process",
+                self.claim.job_id,
+                time.monotonic() - self.cancel_seen_at,
+            )
             self.overdue()
 
 

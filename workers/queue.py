@@ -54,8 +54,6 @@ class Broker:
             return None
 
 
-
 def make_broker(settings: Settings) -> Broker:
     """The broker of `settings` (filesystem:// or redis://), ready to publish to `settings.queue`."""
     return Broker(make_celery(settings))
-

@@ -87,8 +87,12 @@ def _prepare_child(settings: Settings, **_) -> None:
     if settings.worker_memory_limit_bytes and device == "cpu":
         limit = limit_memory(settings.worker_memory_limit_bytes)
         log.info("worker process memory limited to %s (RLIMIT_DATA)", format_bytes(limit))
-    log.info("worker process ready: engine imported and %s, device %s, %d torch threads", warmed, device,
-             torch.get_num_threads())
+    log.info(
+        "worker process ready: engine imported and %s, device %s, %d torch threads",
+        warmed,
+        device,
+        torch.get_num_threads(),
+    )
 
 
 def _warmed_up(device: str) -> str:
@@ -202,8 +206,11 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     from workers.engine.uploads import provided
 
     reporter = JobReporter(
-        store, claim, heartbeat_interval_s=settings.heartbeat_interval_s,
-        flush_interval_s=settings.metrics_flush_interval_s, cancel_grace_s=settings.job_cancel_grace_s,
+        store,
+        claim,
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        flush_interval_s=settings.metrics_flush_interval_s,
+        cancel_grace_s=settings.job_cancel_grace_s,
         overdue=lambda: abandon_process(store, claim, reporter),
     )
     result = None
@@ -227,8 +234,16 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     timed_summary = None if summary is None else partial(with_storage_time, summary, time.perf_counter() - storing)
     warnings = None if result is None else [warning.model_dump(mode="json") for warning in result.warnings]
     store.finish(
-        claim, status, summary=timed_summary, warnings=warnings, error=error, chunks=rows, replace_series=replace,
-        artifacts=artifacts, progress=reporter.last_progress(), max_stored_bytes=settings.max_stored_bytes_per_key,
+        claim,
+        status,
+        summary=timed_summary,
+        warnings=warnings,
+        error=error,
+        chunks=rows,
+        replace_series=replace,
+        artifacts=artifacts,
+        progress=reporter.last_progress(),
+        max_stored_bytes=settings.max_stored_bytes_per_key,
     )
 
 
@@ -240,12 +255,17 @@ def abandon_process(store: JobStore, claim: Claim, reporter: JobReporter) -> Non
     the engine runs on until it returns, and its result is dropped (the row is no longer running)."""
     try:
         store.finish(claim, "cancelled", chunks=reporter.series.take(), progress=reporter.last_progress())
-        log.error("job %s cancelled; its pool process %d is killed, the worker starts a fresh one", claim.job_id, os.getpid())
+        log.error(
+            "job %s cancelled; its pool process %d is killed, the worker starts a fresh one", claim.job_id, os.getpid()
+        )
     except LostJob:
         log.error("job %s: another worker owns the row; killing pool process %d", claim.job_id, os.getpid())
     except Exception:
-        log.exception("job %s: storing the cancel failed; killing pool process %d, the reaper ends the row",
-                      claim.job_id, os.getpid())
+        log.exception(
+            "job %s: storing the cancel failed; killing pool process %d, the reaper ends the row",
+            claim.job_id,
+            os.getpid(),
+        )
     if POOL_PROCESS.get("pid") != os.getpid():
         log.error("job %s: process %d is not a pool process; not killed", claim.job_id, os.getpid())
         return
@@ -316,11 +336,13 @@ def device_refusal(spec: JobSpec, stored: Estimate | None, settings: Settings, d
         return None
     largest = estimate.memory_dominant
     return {
-        "type": "ExceedsDeviceMemory", "code": "exceeds_device_memory",
+        "type": "ExceedsDeviceMemory",
+        "code": "exceeds_device_memory",
         "message": f"not started: the estimated peak memory {format_bytes(estimate.memory_bytes)} exceeds "
-                   f"{format_bytes(available)}, {source}; the largest term is {largest.name}, "
-                   f"{format_bytes(largest.value)}: {largest.what}",
-        "estimate_bytes": estimate.memory_bytes, "device_bytes": available,
+        f"{format_bytes(available)}, {source}; the largest term is {largest.name}, "
+        f"{format_bytes(largest.value)}: {largest.what}",
+        "estimate_bytes": estimate.memory_bytes,
+        "device_bytes": available,
     }
 
 
@@ -328,7 +350,12 @@ def describe_failure(exc: BaseException) -> dict:
     if is_out_of_memory(exc):
         _release_gpu_memory()
         message = f"out of memory: {exc}"
-        return {"type": "OutOfMemory", "code": "out_of_memory", "message": message, "requested_bytes": requested_bytes(message)}
+        return {
+            "type": "OutOfMemory",
+            "code": "out_of_memory",
+            "message": message,
+            "requested_bytes": requested_bytes(message),
+        }
     return {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
 
 
@@ -352,7 +379,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
     import torch
 
     text = str(exc).lower()
-    return isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)) or "out of memory" in text or "can't allocate memory" in text
+    return (
+        isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError))
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
 
 
 def _release_gpu_memory() -> None:

@@ -46,7 +46,10 @@ PEERS = ("curvlinops", "PyHessian", "hessian-eigenthings")
 NETWORKS = {
     "mlp 32-64²-10 tanh, n=128": (dict(hidden=[64, 64], activation="tanh", output_dim=10), (32,), 128),
     "cnn 2×conv8 tanh GAP O=10, n=64": (
-        dict(kind="cnn", hidden=[8, 8], activation="tanh", output_dim=10), (1, 8, 8), 64),
+        dict(kind="cnn", hidden=[8, 8], activation="tanh", output_dim=10),
+        (1, 8, 8),
+        64,
+    ),
 }
 LOSSES = ("mse", "cross_entropy")
 
@@ -87,8 +90,15 @@ def ntklab_top_k(pb: Problem) -> tuple[list[float], int]:
     """Top-k eigenvalues of ∇²L by |λ| and the Lanczos steps taken (certified at TOLERANCE)."""
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     [ritz] = lanczos_many(
-        lambda ids, vectors: operator(vectors), 1, operator.dim, steps=CAP, top_k=TOP_K, tolerance=TOLERANCE,
-        dtype=operator.dtype, device=operator.device, generator=torch.Generator().manual_seed(0),
+        lambda ids, vectors: operator(vectors),
+        1,
+        operator.dim,
+        steps=CAP,
+        top_k=TOP_K,
+        tolerance=TOLERANCE,
+        dtype=operator.dtype,
+        device=operator.device,
+        generator=torch.Generator().manual_seed(0),
     )
     return ritz.values, ritz.matvecs
 
@@ -96,8 +106,14 @@ def ntklab_top_k(pb: Problem) -> tuple[list[float], int]:
 def ntklab_trace(pb: Problem) -> float:
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     quadrature = stochastic_lanczos_quadrature(
-        operator, operator.dim, probes=TRACE_PROBES, steps=1, batch=TRACE_PROBES, dtype=operator.dtype,
-        device=operator.device, generator=torch.Generator().manual_seed(0),
+        operator,
+        operator.dim,
+        probes=TRACE_PROBES,
+        steps=1,
+        batch=TRACE_PROBES,
+        dtype=operator.dtype,
+        device=operator.device,
+        generator=torch.Generator().manual_seed(0),
     )
     return quadrature.trace()
 
@@ -105,8 +121,14 @@ def ntklab_trace(pb: Problem) -> float:
 def ntklab_slq(pb: Problem):
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     quadrature = stochastic_lanczos_quadrature(
-        operator, operator.dim, probes=SLQ_PROBES, steps=SLQ_STEPS, batch=SLQ_PROBES, dtype=operator.dtype,
-        device=operator.device, generator=torch.Generator().manual_seed(0),
+        operator,
+        operator.dim,
+        probes=SLQ_PROBES,
+        steps=SLQ_STEPS,
+        batch=SLQ_PROBES,
+        dtype=operator.dtype,
+        device=operator.device,
+        generator=torch.Generator().manual_seed(0),
     )
     quadrature.density(GRID, 0.01)
     return quadrature
@@ -276,17 +298,22 @@ def curvature_rows(repeats: int, print_row: Callable[..., None]) -> None:
             bounds = _slq_bounds(ntklab_slq(pb))
             tasks = {
                 f"top-{TOP_K} eigenvalues (tol {TOLERANCE:g})": {
-                    "ntklab": lambda: ntklab_top_k(pb)[0], "curvlinops": lambda: curvlinops_top_k(pb),
+                    "ntklab": lambda: ntklab_top_k(pb)[0],
+                    "curvlinops": lambda: curvlinops_top_k(pb),
                     "PyHessian": lambda: pyhessian_top_k(pb),
                     "hessian-eigenthings": lambda: eigenthings_top_k(pb, steps),
                 },
                 f"Hutchinson trace, {TRACE_PROBES} probes": {
-                    "ntklab": lambda: ntklab_trace(pb), "curvlinops": lambda: curvlinops_trace(pb),
-                    "PyHessian": lambda: pyhessian_trace(pb), "hessian-eigenthings": lambda: eigenthings_trace(pb),
+                    "ntklab": lambda: ntklab_trace(pb),
+                    "curvlinops": lambda: curvlinops_trace(pb),
+                    "PyHessian": lambda: pyhessian_trace(pb),
+                    "hessian-eigenthings": lambda: eigenthings_trace(pb),
                 },
                 f"SLQ {SLQ_PROBES}×{SLQ_STEPS}": {
-                    "ntklab": lambda: ntklab_slq(pb), "curvlinops": lambda: curvlinops_slq(pb, bounds),
-                    "PyHessian": lambda: pyhessian_slq(pb), "hessian-eigenthings": lambda: eigenthings_slq(pb),
+                    "ntklab": lambda: ntklab_slq(pb),
+                    "curvlinops": lambda: curvlinops_slq(pb, bounds),
+                    "PyHessian": lambda: pyhessian_slq(pb),
+                    "hessian-eigenthings": lambda: eigenthings_slq(pb),
                 },
             }
             for task, calls in tasks.items():
@@ -297,8 +324,11 @@ def curvature_rows(repeats: int, print_row: Callable[..., None]) -> None:
                 for peer in PEERS:
                     cells += [seconds_cell(timings[peer]), ratio_cell(timings[peer], timings["ntklab"])]
                 fastest = min((t.median for name, t in timings.items() if name != "ntklab" and t.median), default=None)
-                verdict = "–" if fastest is None or timings["ntklab"].median is None else (
-                    f"{timings['ntklab'].median / fastest:.2f}×")
+                verdict = (
+                    "–"
+                    if fastest is None or timings["ntklab"].median is None
+                    else (f"{timings['ntklab'].median / fastest:.2f}×")
+                )
                 print_row(f"{network}, {loss}", task, *cells, verdict, agreement)
 
 
@@ -322,7 +352,15 @@ def _agreement_cell(hvp: dict[str, float], reference: Problem, steps: int | None
 
 
 CURVATURE_COLUMNS = [
-    "work", "task", "ntklab (s)",
-    "curvlinops (s)", "× ntklab", "PyHessian (s)", "× ntklab", "hessian-eigenthings (s)", "× ntklab",
-    "ntklab / fastest peer", "float64 agreement (curvlinops, PyHessian, eigenthings)",
+    "work",
+    "task",
+    "ntklab (s)",
+    "curvlinops (s)",
+    "× ntklab",
+    "PyHessian (s)",
+    "× ntklab",
+    "hessian-eigenthings (s)",
+    "× ntklab",
+    "ntklab / fastest peer",
+    "float64 agreement (curvlinops, PyHessian, eigenthings)",
 ]

@@ -37,15 +37,24 @@ def main(path: str) -> None:
     for l in range(layers):
         W, b = problem[f"W{l}"], problem[f"b{l}"]
         fan_in = W.shape[1]
-        blocks.append(stax.Dense(W.shape[0], W_std=float(problem[f"c{l}"]) * np.sqrt(fan_in),
-                                 b_std=float(problem[f"beta{l}"]), parameterization="ntk"))
+        blocks.append(
+            stax.Dense(
+                W.shape[0],
+                W_std=float(problem[f"c{l}"]) * np.sqrt(fan_in),
+                b_std=float(problem[f"beta{l}"]),
+                parameterization="ntk",
+            )
+        )
         params.append((W.T, b))
         if l < layers - 1:
             blocks.append(stax.Elementwise(fn=activation))
             params.append(())
     _, apply_fn, _ = stax.serial(*blocks)
-    kernel = jax.jit(nt.empirical_ntk_fn(apply_fn, trace_axes=(), vmap_axes=0,
-                                         implementation=nt.NtkImplementation.STRUCTURED_DERIVATIVES))
+    kernel = jax.jit(
+        nt.empirical_ntk_fn(
+            apply_fn, trace_axes=(), vmap_axes=0, implementation=nt.NtkImplementation.STRUCTURED_DERIVATIVES
+        )
+    )
     x = problem["x"]
 
     def cast(dtype):

@@ -38,12 +38,25 @@ NOT_PORTED = {
     "ViT block O=10, n=64": "not ported (nngeometry has no rule for Linear on [n, T, d] tokens)",
     "infinite-width relu CNN, float64, n=64": "not ported to stax yet",
 }
-NTK_COLUMNS = ["work", "ntklab auto (s)", "ntklab structured (s)", "nngeometry (s)", "× auto", "neural-tangents (s)",
-               "× auto", "float64 agreement (structured, nngeometry, neural-tangents vs auto)"]
+NTK_COLUMNS = [
+    "work",
+    "ntklab auto (s)",
+    "ntklab structured (s)",
+    "nngeometry (s)",
+    "× auto",
+    "neural-tangents (s)",
+    "× auto",
+    "float64 agreement (structured, nngeometry, neural-tangents vs auto)",
+]
 
 
 def mlp(O: int, dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
-    net = build_network(ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard"), (D,), seed=0, dtype=dtype)
+    net = build_network(
+        ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard"),
+        (D,),
+        seed=0,
+        dtype=dtype,
+    )
     x = torch.randn(N, D, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
     return net, x
 
@@ -80,13 +93,19 @@ class NeuralTangents:
     def __init__(self, net: nn.Module, x: torch.Tensor, folder: Path) -> None:
         arrays = {"x": x.double().numpy(), "layers": len(dense_layers(net)), "activation": "tanh"}
         for l, layer in enumerate(dense_layers(net)):
-            arrays |= {f"W{l}": layer.weight.detach().double().numpy(), f"b{l}": layer.bias.detach().double().numpy(),
-                       f"c{l}": layer.weight_multiplier, f"beta{l}": layer.bias_multiplier}
+            arrays |= {
+                f"W{l}": layer.weight.detach().double().numpy(),
+                f"b{l}": layer.bias.detach().double().numpy(),
+                f"c{l}": layer.weight_multiplier,
+                f"beta{l}": layer.bias_multiplier,
+            }
         self.folder = folder
         np.savez(folder / "problem.npz", **arrays)
         self.process = subprocess.Popen(
             [str(JAX_PYTHON), str(ROOT / "bench" / "peers" / "nt_worker.py"), str(folder / "problem.npz")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError("the neural-tangents worker did not start")
@@ -136,11 +155,20 @@ def ntk_rows(repeats: int, print_row: Callable[..., None]) -> None:
             agreement = _agreement(O, worker)
             if worker is not None:
                 worker.close()
-        nt_cells = ([seconds_cell(timings["neural-tangents"]), ratio_cell(timings["neural-tangents"], timings["auto"])]
-                    if worker is not None else [skip, "–"])
-        print_row(label, seconds_cell(timings["auto"]), seconds_cell(timings["structured"]),
-                  seconds_cell(timings["nngeometry"]), ratio_cell(timings["nngeometry"], timings["auto"]), *nt_cells,
-                  agreement)
+        nt_cells = (
+            [seconds_cell(timings["neural-tangents"]), ratio_cell(timings["neural-tangents"], timings["auto"])]
+            if worker is not None
+            else [skip, "–"]
+        )
+        print_row(
+            label,
+            seconds_cell(timings["auto"]),
+            seconds_cell(timings["structured"]),
+            seconds_cell(timings["nngeometry"]),
+            ratio_cell(timings["nngeometry"], timings["auto"]),
+            *nt_cells,
+            agreement,
+        )
     for label, why in NOT_PORTED.items():
         print_row(label, *["–"] * 6, why)
 

@@ -7,15 +7,16 @@ blobs with ON DELETE RESTRICT: a blob goes only after the last row that uses it.
 Revision ID: 0003
 Revises: 0002
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
-down_revision: Union[str, Sequence[str], None] = "0002"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

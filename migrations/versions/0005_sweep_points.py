@@ -13,7 +13,8 @@ tags, metrics and artifacts; a sweep's jobs) — which is why jobs.spec stays NO
 Revision ID: 0005
 Revises: 0004
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
@@ -21,13 +22,16 @@ from alembic import op
 from store.sweep_specs import apply_patch
 
 revision: str = "0005"
-down_revision: Union[str, Sequence[str], None] = "0004"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0004"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 jobs = sa.table(
-    "jobs", sa.column("id", sa.String), sa.column("sweep_id", sa.String),
-    sa.column("spec", sa.JSON), sa.column("spec_patch", sa.JSON(none_as_null=True)),
+    "jobs",
+    sa.column("id", sa.String),
+    sa.column("sweep_id", sa.String),
+    sa.column("spec", sa.JSON),
+    sa.column("spec_patch", sa.JSON(none_as_null=True)),
 )
 sweeps = sa.table("sweeps", sa.column("id", sa.String), sa.column("spec", sa.JSON))
 
@@ -56,6 +60,8 @@ def _write_back_sweep_job_specs() -> None:
     ).all()
     for job_id, sweep_id, patch in rows:
         if sweep_id not in bases:
-            bases[sweep_id] = connection.execute(sa.select(sweeps.c.spec).where(sweeps.c.id == sweep_id)).scalar_one()["base"]
+            bases[sweep_id] = connection.execute(sa.select(sweeps.c.spec).where(sweeps.c.id == sweep_id)).scalar_one()[
+                "base"
+            ]
         spec = apply_patch(bases[sweep_id], patch)
         connection.execute(sa.update(jobs).where(jobs.c.id == job_id).values(spec=spec))

@@ -11,18 +11,24 @@ SQLite, see 0005).
 Revision ID: 0007
 Revises: 0006
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: Union[str, Sequence[str], None] = "0006"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0006"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
-sweeps = sa.table("sweeps", sa.column("id", sa.String), sa.column("spec", sa.JSON), sa.column("seq", sa.Integer),
-                  sa.column("created_at", sa.DateTime))
+sweeps = sa.table(
+    "sweeps",
+    sa.column("id", sa.String),
+    sa.column("spec", sa.JSON),
+    sa.column("seq", sa.Integer),
+    sa.column("created_at", sa.DateTime),
+)
 sweep_tags = sa.table("sweep_tags", sa.column("sweep_id", sa.String), sa.column("tag", sa.String))
 
 SEQUENCE = "sweeps_seq_seq"

@@ -14,15 +14,16 @@ are added (no table rebuild on SQLite, see 0005).
 Revision ID: 0010
 Revises: 0009
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: Union[str, Sequence[str], None] = "0009"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 COLUMNS = ("constant_bytes", "constant_elements", "folding_flops", "fixed_elements", "fixed_flops")
 

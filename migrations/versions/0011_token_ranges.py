@@ -11,15 +11,16 @@ rebuild on SQLite, see 0005).
 Revision ID: 0011
 Revises: 0010
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011"
-down_revision: Union[str, Sequence[str], None] = "0010"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0010"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 COLUMNS = (("datasets", "x_min"), ("datasets", "x_max"), ("models", "input_vocabulary"))
 

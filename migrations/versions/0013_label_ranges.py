@@ -9,15 +9,16 @@ nullable columns are added (no table rebuild on SQLite, see 0005).
 Revision ID: 0013
 Revises: 0012
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: Union[str, Sequence[str], None] = "0012"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0012"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 COLUMNS = ("y_min", "y_max")
 

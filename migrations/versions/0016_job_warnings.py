@@ -9,15 +9,16 @@ PostgreSQL take the same path.
 Revision ID: 0016
 Revises: 0014
 """
-from typing import Sequence, Union
+
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
-down_revision: Union[str, Sequence[str], None] = "0015"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0015"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 STORED_KEY = "warnings"
 BATCH = 500
@@ -44,7 +45,9 @@ def _rows_with_summary():
     while True:
         rows = connection.execute(
             sa.select(jobs.c.seq, jobs.c.summary, jobs.c.warnings)
-            .where(jobs.c.seq > after, jobs.c.summary.is_not(None)).order_by(jobs.c.seq).limit(BATCH)
+            .where(jobs.c.seq > after, jobs.c.summary.is_not(None))
+            .order_by(jobs.c.seq)
+            .limit(BATCH)
         ).all()
         if not rows:
             return

@@ -13,27 +13,36 @@ uses (those only artifacts used) are deleted with their chunks.
 Revision ID: 0017
 Revises: 0014
 """
+
 import datetime as dt
 import hashlib
 import uuid
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017"
-down_revision: Union[str, Sequence[str], None] = "0016"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0016"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 CHUNK_BYTES = 1 << 20  # store.uploads_repo.BLOB_CHUNK_BYTES when this revision was written
 FOREIGN_KEY = "artifacts_blob_id_fkey"
 
 jobs = sa.table("jobs", sa.column("id"), sa.column("owner"))
-artifacts = sa.table("artifacts", sa.column("id"), sa.column("job_id"), sa.column("size"), sa.column("data"),
-                     sa.column("blob_id"))
-blobs = sa.table("blobs", sa.column("id"), sa.column("owner"), sa.column("sha256"), sa.column("size"),
-                 sa.column("chunks"), sa.column("created_at"))
+artifacts = sa.table(
+    "artifacts", sa.column("id"), sa.column("job_id"), sa.column("size"), sa.column("data"), sa.column("blob_id")
+)
+blobs = sa.table(
+    "blobs",
+    sa.column("id"),
+    sa.column("owner"),
+    sa.column("sha256"),
+    sa.column("size"),
+    sa.column("chunks"),
+    sa.column("created_at"),
+)
 blob_chunks = sa.table("blob_chunks", sa.column("blob_id"), sa.column("chunk"), sa.column("data"))
 datasets = sa.table("datasets", sa.column("x_blob_id"), sa.column("y_blob_id"))
 models = sa.table("models", sa.column("blob_id"))
@@ -44,7 +53,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("blob_id", sa.String(length=40), nullable=True))
     connection = op.get_bind()
     stored = connection.execute(
-        sa.select(artifacts.c.id, artifacts.c.size, jobs.c.owner).join(jobs, jobs.c.id == artifacts.c.job_id)
+        sa.select(artifacts.c.id, artifacts.c.size, jobs.c.owner)
+        .join(jobs, jobs.c.id == artifacts.c.job_id)
         .order_by(artifacts.c.id)
     ).all()
     for artifact_id, size, owner in stored:
@@ -64,9 +74,11 @@ def downgrade() -> None:
     connection = op.get_bind()
     named = connection.execute(sa.select(artifacts.c.id, artifacts.c.blob_id).order_by(artifacts.c.id)).all()
     for artifact_id, blob_id in named:
-        data = b"".join(connection.execute(
-            sa.select(blob_chunks.c.data).where(blob_chunks.c.blob_id == blob_id).order_by(blob_chunks.c.chunk)
-        ).scalars())
+        data = b"".join(
+            connection.execute(
+                sa.select(blob_chunks.c.data).where(blob_chunks.c.blob_id == blob_id).order_by(blob_chunks.c.chunk)
+            ).scalars()
+        )
         connection.execute(sa.update(artifacts).where(artifacts.c.id == artifact_id).values(data=data))
     with op.batch_alter_table("artifacts") as batch:
         batch.drop_index("ix_artifacts_blob_id")
@@ -90,13 +102,18 @@ def _blob_of(connection, artifact_id: int, size: int, owner: str) -> str:
     if found is not None:
         return found
     blob_id = f"blob_{uuid.uuid4().hex}"
-    connection.execute(sa.insert(blobs).values(id=blob_id, owner=owner, sha256=sha256, size=size, chunks=len(starts),
-                                               created_at=dt.datetime.now(dt.timezone.utc)))
+    connection.execute(
+        sa.insert(blobs).values(
+            id=blob_id, owner=owner, sha256=sha256, size=size, chunks=len(starts), created_at=dt.datetime.now(dt.UTC)
+        )
+    )
     for index, start in enumerate(starts):
-        connection.execute(sa.insert(blob_chunks).from_select(
-            ["blob_id", "chunk", "data"],
-            sa.select(sa.literal(blob_id), sa.literal(index), _piece(start)).where(artifacts.c.id == artifact_id),
-        ))
+        connection.execute(
+            sa.insert(blob_chunks).from_select(
+                ["blob_id", "chunk", "data"],
+                sa.select(sa.literal(blob_id), sa.literal(index), _piece(start)).where(artifacts.c.id == artifact_id),
+            )
+        )
     return blob_id
 
 
@@ -106,7 +123,7 @@ def _piece(start: int):
 
 
 def _used_by_uploads(connection) -> set[str]:
-    used = connection.execute(sa.union(
-        sa.select(datasets.c.x_blob_id), sa.select(datasets.c.y_blob_id), sa.select(models.c.blob_id)
-    )).scalars()
+    used = connection.execute(
+        sa.union(sa.select(datasets.c.x_blob_id), sa.select(datasets.c.y_blob_id), sa.select(models.c.blob_id))
+    ).scalars()
     return set(used)

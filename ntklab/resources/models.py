@@ -66,7 +66,13 @@ def _params(name: str | None) -> dict[str, Any]:
 
 class Models(SyncAPIResource):
     def upload(
-        self, model: Any, example_input: Any = None, /, *, name: str | None = None, dynamo: bool = False,
+        self,
+        model: Any,
+        example_input: Any = None,
+        /,
+        *,
+        name: str | None = None,
+        dynamo: bool = False,
         opset_version: int | None = None,
     ) -> Model:
         """Upload a torch.nn.Module (exported here on `example_input`), an .onnx path, or ONNX bytes."""
@@ -89,7 +95,13 @@ class AsyncModels(AsyncAPIResource):
     """`Models` for an AsyncClient: the same methods, awaited."""
 
     async def upload(
-        self, model: Any, example_input: Any = None, /, *, name: str | None = None, dynamo: bool = False,
+        self,
+        model: Any,
+        example_input: Any = None,
+        /,
+        *,
+        name: str | None = None,
+        dynamo: bool = False,
         opset_version: int | None = None,
     ) -> Model:
         body = model_body(model, example_input, dynamo=dynamo, opset_version=opset_version)

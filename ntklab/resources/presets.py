@@ -32,8 +32,9 @@ class Presets(SyncAPIResource):
         """Start the preset as a sweep; follow it with `client.sweeps.wait(sweep.id)`.
 
         Retries reuse one Idempotency-Key (yours, or one made for the call): one call, one sweep."""
-        return self._post(f"/v1/presets/{name}", cast_to=Sweep, body={"scale": scale},
-                          headers=idempotency_header(idempotency_key))
+        return self._post(
+            f"/v1/presets/{name}", cast_to=Sweep, body={"scale": scale}, headers=idempotency_header(idempotency_key)
+        )
 
 
 class AsyncPresets(AsyncAPIResource):
@@ -43,5 +44,6 @@ class AsyncPresets(AsyncAPIResource):
         return _presets(await self._get("/v1/presets", cast_to=dict))
 
     async def run(self, name: str, *, scale: Scale = "smoke", idempotency_key: str | None = None) -> Sweep:
-        return await self._post(f"/v1/presets/{name}", cast_to=Sweep, body={"scale": scale},
-                                headers=idempotency_header(idempotency_key))
+        return await self._post(
+            f"/v1/presets/{name}", cast_to=Sweep, body={"scale": scale}, headers=idempotency_header(idempotency_key)
+        )

@@ -108,8 +108,9 @@ class Sweeps(SyncAPIResource):
 
         The call's retries reuse one Idempotency-Key (yours, or one made for the call), so a
         retried create answers the sweep the first attempt made instead of making another."""
-        return self._post("/v1/sweeps", cast_to=Sweep, body=to_body(spec, **fields),
-                          headers=idempotency_header(idempotency_key))
+        return self._post(
+            "/v1/sweeps", cast_to=Sweep, body=to_body(spec, **fields), headers=idempotency_header(idempotency_key)
+        )
 
     def retrieve(self, sweep_id: str, *, limit: int | None = None, after: str | None = None) -> Sweep:
         """The sweep with one page of its table: `limit` rows (default: the service's page size) after `after`."""
@@ -166,9 +167,12 @@ class Sweeps(SyncAPIResource):
 class AsyncSweeps(AsyncAPIResource):
     """`Sweeps` for an AsyncClient: the same methods, awaited; `list` and `iter_rows` are AsyncPaginators."""
 
-    async def create(self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any) -> Sweep:
-        return await self._post("/v1/sweeps", cast_to=Sweep, body=to_body(spec, **fields),
-                                headers=idempotency_header(idempotency_key))
+    async def create(
+        self, spec: SpecLike | None = None, /, *, idempotency_key: str | None = None, **fields: Any
+    ) -> Sweep:
+        return await self._post(
+            "/v1/sweeps", cast_to=Sweep, body=to_body(spec, **fields), headers=idempotency_header(idempotency_key)
+        )
 
     async def retrieve(self, sweep_id: str, *, limit: int | None = None, after: str | None = None) -> Sweep:
         return await self._get(f"/v1/sweeps/{sweep_id}", cast_to=Sweep, params={"limit": limit, "after": after})

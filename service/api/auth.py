@@ -47,8 +47,11 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ntklab"'}
 _PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 RESPONSES = {
     401: {**_PROBLEM, "description": "auth is on and the API key is missing, unknown or revoked"},
-    429: {**_PROBLEM, "description": "more requests per second than rate_limit_per_s with this key, or more failed key "
-                                     "checks from this address than auth_failures_per_minute; Retry-After"},
+    429: {
+        **_PROBLEM,
+        "description": "more requests per second than rate_limit_per_s with this key, or more failed key "
+        "checks from this address than auth_failures_per_minute; Retry-After",
+    },
 }
 
 
@@ -91,7 +94,11 @@ class KeyCache:
 
 
 def authenticate(
-    settings: Settings, headers: Headers, sessions: Callable[[], Session], cache: KeyCache, failures: RateLimiter,
+    settings: Settings,
+    headers: Headers,
+    sessions: Callable[[], Session],
+    cache: KeyCache,
+    failures: RateLimiter,
     address: str,
 ) -> Caller:
     """The caller of a request from `address`; a key not remembered is looked up, in a session

@@ -50,8 +50,9 @@ def current_caller(request: Request) -> Caller:
     POST) while an upload's body arrives."""
     state = request.app.state
     address = request.client.host if request.client else "unknown"
-    caller = authenticate(state.settings, request.headers, state.read_sessions, state.key_cache, state.auth_failures,
-                          address)
+    caller = authenticate(
+        state.settings, request.headers, state.read_sessions, state.key_cache, state.auth_failures, address
+    )
     state.rate_limiter.check(caller.owner)
     return caller
 

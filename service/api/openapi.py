@@ -63,6 +63,10 @@ def declared_content(content: dict[str, Any]) -> dict[str, Any]:
     """One problem+json entry with the Problem schema in place of problem+json + application/json;
     the binary string schema for any other media type that declares none."""
     if PROBLEM_MEDIA_TYPE in content:
-        schema = content[PROBLEM_MEDIA_TYPE].get("schema") or content.get(JSON_MEDIA_TYPE, {}).get("schema", PROBLEM_REF)
+        schema = content[PROBLEM_MEDIA_TYPE].get("schema") or content.get(JSON_MEDIA_TYPE, {}).get(
+            "schema", PROBLEM_REF
+        )
         return {PROBLEM_MEDIA_TYPE: {**content[PROBLEM_MEDIA_TYPE], "schema": schema}}
-    return {media: entry if "schema" in entry else {**entry, "schema": dict(BINARY)} for media, entry in content.items()}
+    return {
+        media: entry if "schema" in entry else {**entry, "schema": dict(BINARY)} for media, entry in content.items()
+    }

@@ -42,5 +42,10 @@ def next_cursor(rows: list, has_more: bool) -> str | None:
 
 
 def invalid(field: str, message: str, value: int | str, limit: int | None = None, *, status: int = 422) -> ProblemError:
-    return ProblemError(status, f"{field}: {message}", type=types.VALIDATION, title="Request failed validation",
-                        errors=[FieldError(field=field, message=message, limit=limit, value=value)])
+    return ProblemError(
+        status,
+        f"{field}: {message}",
+        type=types.VALIDATION,
+        title="Request failed validation",
+        errors=[FieldError(field=field, message=message, limit=limit, value=value)],
+    )

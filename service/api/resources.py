@@ -25,7 +25,7 @@ def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
     """Times are stored in UTC; SQLite hands them back without a zone, PostgreSQL with one."""
     if moment is None or moment.tzinfo is not None:
         return moment
-    return moment.replace(tzinfo=dt.timezone.utc)
+    return moment.replace(tzinfo=dt.UTC)
 
 
 def submitted_sweep(session, submitted: Submitted[models.Sweep], settings: Settings, public_url: str) -> Response:
@@ -39,7 +39,13 @@ def submitted_sweep(session, submitted: Submitted[models.Sweep], settings: Setti
 
 
 def sweep_response(
-    session, sweep: models.Sweep, limit: int, after_seq: int | None, *, status_code: int = 200, headers: dict | None = None
+    session,
+    sweep: models.Sweep,
+    limit: int,
+    after_seq: int | None,
+    *,
+    status_code: int = 200,
+    headers: dict | None = None,
 ) -> Response:
     body = sweep_resource(session, sweep, limit, after_seq).model_dump_json()
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
@@ -54,8 +60,16 @@ def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | No
     return Sweep(
         **sweep_summary(sweep, counts).model_dump(exclude={"object", "axes"}),
         spec=sweep.spec,
-        table=[{"job_id": row.job_id, "status": row.status, "values": row.values, "summary": row.summary,
-                "warnings": row.warnings} for row in sweep_table.table(sweep.spec, page)],
+        table=[
+            {
+                "job_id": row.job_id,
+                "status": row.status,
+                "values": row.values,
+                "summary": row.summary,
+                "warnings": row.warnings,
+            }
+            for row in sweep_table.table(sweep.spec, page)
+        ],
         has_more=has_more,
         next=paging.next_cursor(page, has_more),
         fits=_fit_results(session, sweep),

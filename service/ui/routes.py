@@ -52,7 +52,8 @@ def dashboard_page() -> FileResponse:
 @pages.get("/docs")
 def swagger_ui(request: Request) -> HTMLResponse:
     return get_swagger_ui_html(
-        openapi_url=request.app.openapi_url, title="ntklab API",
+        openapi_url=request.app.openapi_url,
+        title="ntklab API",
         swagger_js_url="/ui/vendor/swagger-ui/swagger-ui-bundle.js",
         swagger_css_url="/ui/vendor/swagger-ui/swagger-ui.css",
         swagger_favicon_url="/ui/vendor/swagger-ui/favicon-32x32.png",
@@ -62,8 +63,11 @@ def swagger_ui(request: Request) -> HTMLResponse:
 @pages.get("/redoc")
 def redoc(request: Request) -> HTMLResponse:
     return get_redoc_html(
-        openapi_url=request.app.openapi_url, title="ntklab API", redoc_js_url="/ui/vendor/redoc/redoc.standalone.js",
-        redoc_favicon_url="/ui/vendor/swagger-ui/favicon-32x32.png", with_google_fonts=False,
+        openapi_url=request.app.openapi_url,
+        title="ntklab API",
+        redoc_js_url="/ui/vendor/redoc/redoc.standalone.js",
+        redoc_favicon_url="/ui/vendor/swagger-ui/favicon-32x32.png",
+        with_google_fonts=False,
     )
 
 

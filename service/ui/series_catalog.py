@@ -20,8 +20,11 @@ HEADER = "// Generated from api_schemas/series.py by `python -m service.ui.serie
 
 def render() -> str:
     """The module's text: three `export const` lines of JSON, after HEADER."""
-    charts = [{"title": chart.title, "names": list(chart.legends), "logY": chart.log_y}
-              | ({"id": chart.id} if chart.id else {}) for chart in JOB_CHARTS]
+    charts = [
+        {"title": chart.title, "names": list(chart.legends), "logY": chart.log_y}
+        | ({"id": chart.id} if chart.id else {})
+        for chart in JOB_CHARTS
+    ]
     labels = {name: label for chart in JOB_CHARTS for name, label in chart.legends.items()}
     exports = {"SERIES": SERIES, "JOB_CHARTS": charts, "SERIES_LABELS": labels}
     return HEADER + "".join(

@@ -14,32 +14,68 @@ from analysis.sweep_plot import render_fits
 from api_schemas.sweeps import FitPoint, FitResult, FitSpec
 
 
-def _fit(group: str, slope: float, intercept: float, points: list[tuple[float, float, float]], *,
-         theory: float | None = None, y: str = "delta_k_max", labelled: bool = True) -> FitResult:
+def _fit(
+    group: str,
+    slope: float,
+    intercept: float,
+    points: list[tuple[float, float, float]],
+    *,
+    theory: float | None = None,
+    y: str = "delta_k_max",
+    labelled: bool = True,
+) -> FitResult:
     group_by = ["model.output_activation"] if group else []
     return FitResult(
-        y=y, x="model.hidden.0", group_by=group_by, group={"model.output_activation": group} if group else {},
-        slope=slope, slope_low=slope - 0.1, slope_high=slope + 0.1, intercept=intercept, r_squared=0.9,
+        y=y,
+        x="model.hidden.0",
+        group_by=group_by,
+        group={"model.output_activation": group} if group else {},
+        slope=slope,
+        slope_low=slope - 0.1,
+        slope_high=slope + 0.1,
+        intercept=intercept,
+        r_squared=0.9,
         points=[FitPoint(x=x, y_mean=mean, y_std=std, runs=2) for x, mean, std in points],
-        verdict=f"{group}: {y} ∝ x^{slope:+.2f}", theory_slope=theory,
+        verdict=f"{group}: {y} ∝ x^{slope:+.2f}",
+        theory_slope=theory,
         # an older service's fit has no labels: the figure falls back on the label table
-        **({"group_label": "linear head" if group == "identity" else f"{group} head",
-            "x_label": "width m", "y_label": "ΔK"} if labelled else {}),
+        **(
+            {
+                "group_label": "linear head" if group == "identity" else f"{group} head",
+                "x_label": "width m",
+                "y_label": "ΔK",
+            }
+            if labelled
+            else {}
+        ),
     )
 
 
 # Deliberately not on the fitted lines: the figure must draw the points and the line it is given.
 IDENTITY = _fit("identity", -0.37, 1.3, [(20.0, 0.9, 0.1), (200.0, 0.5, 0.05), (2000.0, 0.11, 0.02)], theory=-0.5)
 SWISH = _fit("swish", 0.21, -0.4, [(50.0, 1.4, 0.2), (5000.0, 1.9, 0.3)])
-TOO_FEW = FitResult(y="delta_k_max", x="model.hidden.0", group_by=["model.output_activation"],
-                    group={"model.output_activation": "relu"}, slope=None, slope_low=None, slope_high=None,
-                    intercept=None, r_squared=None, points=[], verdict="relu head: too few points")
+TOO_FEW = FitResult(
+    y="delta_k_max",
+    x="model.hidden.0",
+    group_by=["model.output_activation"],
+    group={"model.output_activation": "relu"},
+    slope=None,
+    slope_low=None,
+    slope_high=None,
+    intercept=None,
+    r_squared=None,
+    points=[],
+    verdict="relu head: too few points",
+)
 
 
 def drawn(axes) -> dict[str, dict[str, np.ndarray]]:
     """Per legend label of a solid line: that line (x, y) and the error-bar points (x, mean, std) in its colour."""
-    lines = {line.get_label(): line for line in axes.lines
-             if not line.get_label().startswith("_") and line.get_linestyle() == "-"}
+    lines = {
+        line.get_label(): line
+        for line in axes.lines
+        if not line.get_label().startswith("_") and line.get_linestyle() == "-"
+    }
     result = {}
     for label, line in lines.items():
         (container,) = [c for c in axes.containers if c.lines[0].get_color() == line.get_color()]
@@ -93,8 +129,9 @@ def test_the_theory_slope_is_a_dashed_line_in_the_fits_colour_through_its_line_a
 
 def test_several_ys_are_one_panel_each_and_an_ungrouped_fit_is_named_by_its_y():
     l2 = _fit("", 0.01, 1.6, [(30.0, 5.0, 0.3), (3000.0, 5.2, 0.3)], theory=0.0, y="weight_change_l2", labelled=False)
-    linf = _fit("", -0.4, 1.0, [(30.0, 1.7, 0.1), (3000.0, 0.25, 0.02)], theory=-0.5, y="weight_change_linf",
-                labelled=False)
+    linf = _fit(
+        "", -0.4, 1.0, [(30.0, 1.7, 0.1), (3000.0, 0.25, 0.02)], theory=-0.5, y="weight_change_linf", labelled=False
+    )
     figure = fits_figure([l2, linf], title="lazy-is-not-small (cpu)")
     assert len(figure.axes) == 2
     assert [axes.get_title() for axes in figure.axes] == ["‖w* − w₀‖₂", "‖w* − w₀‖∞"]
@@ -112,10 +149,12 @@ def test_every_figure_has_a_title_even_when_none_is_given_and_there_are_no_fits(
 
 
 def test_chosen_fits_takes_every_y_of_the_first_x_or_the_pair_asked_for():
-    specs = [FitSpec(y="hessian_kernel_ratio_init", x="model.hidden.0", group_by=["model.parameterization"]),
-             FitSpec(y="hessian_norm_init", x="model.hidden.0", group_by=["model.parameterization"]),
-             FitSpec(y="hessian_norm_init", x="model.hidden.0"),
-             FitSpec(y="final_loss", x="seed")]
+    specs = [
+        FitSpec(y="hessian_kernel_ratio_init", x="model.hidden.0", group_by=["model.parameterization"]),
+        FitSpec(y="hessian_norm_init", x="model.hidden.0", group_by=["model.parameterization"]),
+        FitSpec(y="hessian_norm_init", x="model.hidden.0"),
+        FitSpec(y="final_loss", x="seed"),
+    ]
     assert chosen_fits(specs) == specs[:2]
     assert chosen_fits(specs, y="hessian_norm_init") == [specs[1]]
     assert chosen_fits(specs, x="seed") == [specs[3]]

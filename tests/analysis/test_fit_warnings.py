@@ -5,8 +5,11 @@ from __future__ import annotations
 from analysis.sweep_table import SweepRow, fit_results, table
 from api_schemas.sweeps import FitSpec
 
-NOT_REACHED = {"code": "target_loss_not_reached", "message": "training stopped at max_steps (step 300) …",
-               "values": {"outcome": "max_steps"}}
+NOT_REACHED = {
+    "code": "target_loss_not_reached",
+    "message": "training stopped at max_steps (step 300) …",
+    "values": {"outcome": "max_steps"},
+}
 HESSIAN = {"code": "hessian_not_converged", "message": "1 of 4 Hessian values at init …", "values": {"when": "init"}}
 
 

@@ -33,8 +33,9 @@ def _rows() -> list[SweepRow]:
             for seed in (0, 1):
                 value = 2.0 * width**slope * (1.1 if seed else 0.9)
                 spec = {"model": {"hidden": [width], "output_activation": head}, "seed": seed}
-                rows.append(SweepRow(f"{head}-{width}-{seed}", "succeeded", {"seed": seed}, spec,
-                                     {"delta_k_max": value}))
+                rows.append(
+                    SweepRow(f"{head}-{width}-{seed}", "succeeded", {"seed": seed}, spec, {"delta_k_max": value})
+                )
     failed = {"model": {"hidden": [30000], "output_activation": "identity"}}
     rows.append(SweepRow("failed", "failed", {}, failed, {}))
     return rows
@@ -57,7 +58,9 @@ def test_wire_fits_carry_the_closed_form_slope_intercept_points_and_verdict():
         slope = SLOPES[result.group["model.output_activation"]]
         assert (result.x, result.y, result.group_by) == (FIT.x, FIT.y, FIT.group_by)
         assert result.slope == pytest.approx(slope, abs=1e-12)
-        assert result.slope_low == pytest.approx(slope, abs=1e-9) and result.slope_high == pytest.approx(slope, abs=1e-9)
+        assert result.slope_low == pytest.approx(slope, abs=1e-9) and result.slope_high == pytest.approx(
+            slope, abs=1e-9
+        )
         assert np.exp(result.intercept) == pytest.approx(2.0)
         means = [2.0 * width**slope for width in WIDTHS]
         # sample std (ddof 1) of {0.9·m, 1.1·m} is 0.2·m/√2
@@ -65,8 +68,10 @@ def test_wire_fits_carry_the_closed_form_slope_intercept_points_and_verdict():
         np.testing.assert_allclose([p.y_mean for p in result.points], means, rtol=1e-12)
         np.testing.assert_allclose([p.y_std for p in result.points], [0.2 * m / np.sqrt(2) for m in means], rtol=1e-12)
     assert results[0].verdict == "linear head: delta_k_max ∝ x^-0.50 ± 0.00 (R² 1.00, 3 points)"
-    assert [(r.group_label, r.x_label, r.y_label) for r in results] == [("linear head", "width m", "ΔK"),
-                                                                        ("swish head", "width m", "ΔK")]
+    assert [(r.group_label, r.x_label, r.y_label) for r in results] == [
+        ("linear head", "width m", "ΔK"),
+        ("swish head", "width m", "ΔK"),
+    ]
     assert [r.theory_slope for r in results] == [None, None]  # the fit spec states no theory
 
 
@@ -82,8 +87,10 @@ def test_each_group_carries_the_theory_slope_its_fit_spec_states_and_none_where_
 
 def test_a_bottlenecks_width_is_labelled_m_b_and_an_ordinary_second_layer_is_not():
     def rows(hidden_of):
-        return [SweepRow(str(b), "succeeded", {}, {"model": {"hidden": hidden_of(b)}}, {"delta_k_max": 1.0 / b})
-                for b in (3, 10, 30)]
+        return [
+            SweepRow(str(b), "succeeded", {}, {"model": {"hidden": hidden_of(b)}}, {"delta_k_max": 1.0 / b})
+            for b in (3, 10, 30)
+        ]
 
     fit = FitSpec(y="delta_k_max", x="model.hidden.1")
     assert fit_results(rows(lambda b: [200, b, 200]), fit)[0].x_label == "bottleneck width m_b"
@@ -104,25 +111,34 @@ def test_get_path_follows_keys_and_list_indices_and_returns_none_past_the_end():
 
 
 def test_rows_show_the_grid_paths_split_and_every_fits_axes():
-    spec = {"grid": {"model.hidden.0,model.hidden.1": [[8, 8]], "seed": [0]},
-            "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.activation"]}]}
+    spec = {
+        "grid": {"model.hidden.0,model.hidden.1": [[8, 8]], "seed": [0]},
+        "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.activation"]}],
+    }
     assert table_paths(spec) == ["model.hidden.0", "model.hidden.1", "seed", "model.activation"]
-    job = SimpleNamespace(id="job_1", status="succeeded", summary=None,
-                          spec={"model": {"hidden": [8, 8], "activation": "tanh"}, "seed": 0})
+    job = SimpleNamespace(
+        id="job_1",
+        status="succeeded",
+        summary=None,
+        spec={"model": {"hidden": [8, 8], "activation": "tanh"}, "seed": 0},
+    )
     (row,) = table(spec, [job])
     assert row.values == {"model.hidden.0": 8, "model.hidden.1": 8, "seed": 0, "model.activation": "tanh"}
     assert row.summary == {}
 
 
-@pytest.mark.parametrize(("counts", "cancel", "status"), [
-    ({"queued": 3}, False, "queued"),
-    ({"queued": 1, "succeeded": 2}, False, "running"),
-    ({"running": 1, "succeeded": 2}, False, "running"),
-    ({"succeeded": 3}, False, "succeeded"),
-    ({"succeeded": 1, "cancelled": 2}, True, "cancelled"),
-    ({"cancelled": 3}, False, "cancelled"),
-    ({"succeeded": 1, "failed": 2}, False, "partial"),
-    ({"failed": 3}, False, "failed"),
-])
+@pytest.mark.parametrize(
+    ("counts", "cancel", "status"),
+    [
+        ({"queued": 3}, False, "queued"),
+        ({"queued": 1, "succeeded": 2}, False, "running"),
+        ({"running": 1, "succeeded": 2}, False, "running"),
+        ({"succeeded": 3}, False, "succeeded"),
+        ({"succeeded": 1, "cancelled": 2}, True, "cancelled"),
+        ({"cancelled": 3}, False, "cancelled"),
+        ({"succeeded": 1, "failed": 2}, False, "partial"),
+        ({"failed": 3}, False, "failed"),
+    ],
+)
 def test_status_is_derived_from_the_job_counts(counts, cancel, status):
     assert derive_status(Counter(counts), cancel) == status

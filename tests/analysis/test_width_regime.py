@@ -26,26 +26,42 @@ def test_standard_at_a_fixed_lr_is_flagged_and_ntk_is_not():
     assert codes(fits["ntk"]) == []
     (warning,) = fits["standard"].warnings
     assert warning.code == STANDARD_FIXED_LR
-    assert warning.values == {"points": 3, "of": 3, "job_ids": ["standard10", "standard100", "standard1000"],
-                              "x": "model.hidden.0", "lr": [0.5]}
-    assert warning.message.startswith("3 of 3 points: this fit compares widths (model.hidden.0) in standard "
-                                      "parameterization at a fixed training.lr = 0.5")
+    assert warning.values == {
+        "points": 3,
+        "of": 3,
+        "job_ids": ["standard10", "standard100", "standard1000"],
+        "x": "model.hidden.0",
+        "lr": [0.5],
+    }
+    assert warning.message.startswith(
+        "3 of 3 points: this fit compares widths (model.hidden.0) in standard "
+        "parameterization at a fixed training.lr = 0.5"
+    )
     assert "NTK parameterization" in warning.message and "effective step that grows with width" in warning.message
 
 
 def test_a_mixed_group_flags_only_its_standard_points():
-    rows = [row("a", 10, "standard", 0.1), row("b", 100, "standard", 0.1), row("c", 10, "ntk", 0.1), row("d", 100, "ntk", 0.1)]
+    rows = [
+        row("a", 10, "standard", 0.1),
+        row("b", 100, "standard", 0.1),
+        row("c", 10, "ntk", 0.1),
+        row("d", 100, "ntk", 0.1),
+    ]
     (fit,) = fit_results(rows, FitSpec(y="delta_k_max", x="model.hidden.0"))
     (warning,) = fit.warnings
     assert warning.values["job_ids"] == ["a", "b"] and warning.message.startswith("2 of 4 points")
 
 
-@pytest.mark.parametrize("rows", [
-    [row("a", 10, "standard", "auto"), row("b", 100, "standard", "auto")],        # lr scaled to the kernel
-    [row("a", 10, "standard", 1.0), row("b", 100, "standard", 0.1)],              # an lr that moves with width
-    [row("a", 10, "standard", 0.1), row("b", 10, "standard", 0.1)],               # one width: nothing compared
-    [row("a", 10, "standard", 0.1), row("b", 100, "standard", 0.1, "failed")],    # one width fitted
-], ids=["auto", "lr-with-width", "one-width", "one-fitted"])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [row("a", 10, "standard", "auto"), row("b", 100, "standard", "auto")],  # lr scaled to the kernel
+        [row("a", 10, "standard", 1.0), row("b", 100, "standard", 0.1)],  # an lr that moves with width
+        [row("a", 10, "standard", 0.1), row("b", 10, "standard", 0.1)],  # one width: nothing compared
+        [row("a", 10, "standard", 0.1), row("b", 100, "standard", 0.1, "failed")],  # one width fitted
+    ],
+    ids=["auto", "lr-with-width", "one-width", "one-fitted"],
+)
 def test_no_warning_where_widths_are_not_compared_at_one_lr(rows):
     (fit,) = fit_results(rows, FitSpec(y="delta_k_max", x="model.hidden.0"))
     assert codes(fit) == []
@@ -69,10 +85,19 @@ def test_a_fit_over_something_else_than_width_is_not_flagged():
     assert codes(fit) == []
 
 
-@pytest.mark.parametrize("path, width", [
-    ("model.hidden.0", True), ("model.hidden.2", True), ("model.hidden", True), ("model.layers.0.width", True),
-    ("model.layers.1.layers.0.width", True), ("model.layers.0.kernel_size", False), ("data.n_train", False),
-    ("model.output_dim", False), ("training.lr", False),
-])
+@pytest.mark.parametrize(
+    "path, width",
+    [
+        ("model.hidden.0", True),
+        ("model.hidden.2", True),
+        ("model.hidden", True),
+        ("model.layers.0.width", True),
+        ("model.layers.1.layers.0.width", True),
+        ("model.layers.0.kernel_size", False),
+        ("data.n_train", False),
+        ("model.output_dim", False),
+        ("training.lr", False),
+    ],
+)
 def test_width_paths(path, width):
     assert is_width_path(path) is width

@@ -48,23 +48,34 @@ SDK_SUBMITS = re.compile(r"\bclient\.\w+\.(create|upload|run|estimate)\(")
 BLOCK_TIMEOUT_S = 600
 
 SKIPPED: dict[tuple[str, str], str] = {
-    ("docs/sdk.md", "client = ntklab.Client()  # NTKLAB_URL (default http://127.0.0.1:8000), NTKLAB_API_KEY"):
-        "the README's snippet, character for character (tests/sdk/test_live.py "
-                                      "test_readme_and_docs_carry_the_same_snippet); run as README.md's",
-    ("docs/sdk.md", "ntklab submit SPEC [--wait]         submit a .json/.yaml spec; --wait follows it and prints the summary"):
-        "the command line's synopsis: SPEC, ID and NAME are placeholders, not commands (tests/sdk/test_cli.py runs each)",
+    (
+        "docs/sdk.md",
+        "client = ntklab.Client()  # NTKLAB_URL (default http://127.0.0.1:8000), NTKLAB_API_KEY",
+    ): "the README's snippet, character for character (tests/sdk/test_live.py "
+    "test_readme_and_docs_carry_the_same_snippet); run as README.md's",
+    (
+        "docs/sdk.md",
+        "ntklab submit SPEC [--wait]         submit a .json/.yaml spec; --wait follows it and prints the summary",
+    ): "the command line's synopsis: SPEC, ID and NAME are placeholders, not commands (tests/sdk/test_cli.py runs each)",
 }
 """(file, first line) of a submitting block that is not run → why."""
 
 PRELUDES: dict[tuple[str, str], str] = {
-    ("docs/sdk.md", "estimate = client.jobs.estimate(\"examples/quickstart.json\", training={\"max_steps\": 20_000})"):
-        "import ntklab\nclient = ntklab.Client()\n",
-    ("docs/sdk.md", "x, y = np.random.randn(500, 8), np.random.randn(500, 1)"): "import ntklab\nclient = ntklab.Client()\n",
+    (
+        "docs/sdk.md",
+        'estimate = client.jobs.estimate("examples/quickstart.json", training={"max_steps": 20_000})',
+    ): "import ntklab\nclient = ntklab.Client()\n",
+    (
+        "docs/sdk.md",
+        "x, y = np.random.randn(500, 8), np.random.randn(500, 1)",
+    ): "import ntklab\nclient = ntklab.Client()\n",
     ("docs/sdk.md", "try:"): "import ntklab\nclient = ntklab.Client()\n",
-    ("docs/models.md", "model = client.models.upload(module, x)        # any torch.nn.Module and a batch of its inputs"):
-        "import ntklab, numpy as np, torch\nclient = ntklab.Client()\n"
-        "module, x = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)), torch.zeros(4, 8)\n"
-        "data = client.datasets.upload(np.random.randn(64, 8), np.random.randn(64, 1))\n",
+    (
+        "docs/models.md",
+        "model = client.models.upload(module, x)        # any torch.nn.Module and a batch of its inputs",
+    ): "import ntklab, numpy as np, torch\nclient = ntklab.Client()\n"
+    "module, x = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)), torch.zeros(4, 8)\n"
+    "data = client.datasets.upload(np.random.randn(64, 8), np.random.randn(64, 1))\n",
 }
 """(file, first line) of a Python block that continues an earlier one → the names it uses, defined first."""
 
@@ -83,8 +94,11 @@ class Block:
     @property
     def key(self) -> tuple[str, str]:
         """(file, its first line that is not blank, an import or a comment): what SKIPPED and PRELUDES name."""
-        lines = [line for line in self.code.splitlines()
-                 if line.strip() and not re.match(r"\s*(import |from \S+ import |#)", line)]
+        lines = [
+            line
+            for line in self.code.splitlines()
+            if line.strip() and not re.match(r"\s*(import |from \S+ import |#)", line)
+        ]
         return str(self.path.relative_to(REPO)), lines[0] if lines else ""
 
     @property
@@ -181,7 +195,7 @@ def shell_script(block: Block, url: str, ids: dict[re.Pattern, str]) -> str:
     code = block.code.replace("http://127.0.0.1:8000", url)
     for placeholder, value in ids.items():
         code = placeholder.sub(value, code)
-    return "set -euo pipefail\ncurl() { command curl --fail-with-body --show-error \"$@\"; }\n" + code + "\n"
+    return 'set -euo pipefail\ncurl() { command curl --fail-with-body --show-error "$@"; }\n' + code + "\n"
 
 
 @pytest.mark.parametrize("block", SUBMITTING, ids=[block.name for block in SUBMITTING])
@@ -189,8 +203,13 @@ def test_block_runs_as_written(block, stack, tmp_path):
     if block.key in SKIPPED:
         pytest.skip(SKIPPED[block.key])
     (tmp_path / "examples").symlink_to(REPO / "examples")
-    env = {**os.environ, "NTKLAB_URL": stack.url, "API": stack.url, "PYTHONPATH": str(REPO),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "NTKLAB_URL": stack.url,
+        "API": stack.url,
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     env.pop("NTKLAB_API_KEY", None)
     if block.python:
         script = tmp_path / "block.py"

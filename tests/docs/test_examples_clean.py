@@ -25,9 +25,9 @@ SHOWS_A_WARNING: dict[str, list[str]] = {}
 """Example (path under examples/) → the warning codes it exists to show; none does today."""
 TOO_SLOW: dict[str, str] = {
     "wide-1e5.json": "3 min 17 s on a CPU; run whole by hand at this commit: converged at step 962, no warnings (its top-3 "
-                     "Hessian needs more than the 32 steps it had, which ended hessian_not_converged, 0.0067 relative)",
+    "Hessian needs more than the 32 steps it had, which ended hessian_not_converged, 0.0067 relative)",
     "wide-1e6.json": "minutes and 5 GB on a CPU; its Hessian at w₀ checked by hand at this commit: both runs certified 10⁻³ "
-                     "in 27 and 22 products (the 24 it had would have left one uncertified)",
+    "in 27 and 22 products (the 24 it had would have left one uncertified)",
 }
 
 

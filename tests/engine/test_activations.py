@@ -13,7 +13,9 @@ from workers.engine.activations import HIDDEN_ACTIVATIONS, tanh
 
 
 def grid(dtype: torch.dtype) -> torch.Tensor:
-    magnitudes = torch.cat([torch.logspace(-30, 0, 4001, dtype=torch.float64), torch.linspace(1, 20, 4001, dtype=torch.float64)])
+    magnitudes = torch.cat(
+        [torch.logspace(-30, 0, 4001, dtype=torch.float64), torch.linspace(1, 20, 4001, dtype=torch.float64)]
+    )
     return torch.cat([-magnitudes.flip(0), torch.zeros(1, dtype=torch.float64), magnitudes]).to(dtype)
 
 

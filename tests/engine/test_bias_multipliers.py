@@ -40,7 +40,9 @@ def test_every_bias_multiplier_is_one_except_the_meanfield_readout(parameterizat
     layers = [module for module in net.modules() if hasattr(module, "bias_multiplier") and module is not net.readout]
     assert layers and all(layer.bias_multiplier == 1.0 for layer in layers)
     fan_in = net.readout.in_features
-    assert net.readout.bias_multiplier == pytest.approx(1 / math.sqrt(fan_in) if parameterization == "meanfield" else 1.0)
+    assert net.readout.bias_multiplier == pytest.approx(
+        1 / math.sqrt(fan_in) if parameterization == "meanfield" else 1.0
+    )
 
 
 def trace_by_tensor(net, x) -> dict[str, float]:
@@ -52,7 +54,9 @@ def trace_by_tensor(net, x) -> dict[str, float]:
 
 def readout_bias_over_weights(width: int, parameterization: str) -> float:
     net = build_network(
-        ModelSpec(hidden=[width], activation="tanh", output_dim=1, parameterization=parameterization), (4,), seed=0,
+        ModelSpec(hidden=[width], activation="tanh", output_dim=1, parameterization=parameterization),
+        (4,),
+        seed=0,
         dtype=torch.float64,
     )
     traces = trace_by_tensor(net, torch.randn(8, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1)))
@@ -70,14 +74,21 @@ def test_the_readout_bias_keeps_its_share_of_the_kernel_as_the_width_grows(param
 
 def meanfield_spec(bias: bool) -> JobSpec:
     """The issue's set-up, smaller: a mean-field tanh network on 32 points, every point a probe."""
-    return JobSpec.model_validate({
-        "seed": 0,
-        "model": {"hidden": [256], "activation": "tanh", "parameterization": "meanfield", "bias": bias},
-        "data": {"kind": "gaussian_mixture", "n_train": 32, "input_dim": 16, "classes": 2},
-        "training": {"max_steps": 400, "target_loss": 1e-3},
-        "diagnostics": {"kernel": {"points": 8}, "hessian": None, "layer_sensitivity": False,
-                        "linearization_error": False, "save_kernels": []},
-    })
+    return JobSpec.model_validate(
+        {
+            "seed": 0,
+            "model": {"hidden": [256], "activation": "tanh", "parameterization": "meanfield", "bias": bias},
+            "data": {"kind": "gaussian_mixture", "n_train": 32, "input_dim": 16, "classes": 2},
+            "training": {"max_steps": 400, "target_loss": 1e-3},
+            "diagnostics": {
+                "kernel": {"points": 8},
+                "hessian": None,
+                "layer_sensitivity": False,
+                "linearization_error": False,
+                "save_kernels": [],
+            },
+        }
+    )
 
 
 @pytest.mark.slow

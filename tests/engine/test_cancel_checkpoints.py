@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
+from workers.engine import ntk
 from workers.engine.callbacks import JobCancelled, NullCallbacks, Progress
 from workers.engine.hessian import model_hessian
 from workers.engine.hessian_spectrum import hessian_spectrum
@@ -23,7 +24,6 @@ from workers.engine.infinite_width import limit_kernels
 from workers.engine.loss_hessian import loss_hessian_split
 from workers.engine.meter import Meter
 from workers.engine.nets import build_network
-from workers.engine import ntk
 from workers.engine.ntk import tangent_kernel
 from workers.engine.onnx_model import build_onnx_network
 from workers.engine.per_sample import per_sample_kernel
@@ -66,7 +66,9 @@ def test_every_kernel_method_reaches_checkpoints(network, method, monkeypatch):
     spec, shape = NETWORKS[network]
     net = build_network(spec, shape, seed=0, dtype=torch.float64)
     x = torch.randn(6, *shape, dtype=torch.float64)
-    monkeypatch.setattr(ntk, "CHECKPOINT_FLOPS", 1.0)  # ntk_vp: one column per block, as on a network of seconds a column
+    monkeypatch.setattr(
+        ntk, "CHECKPOINT_FLOPS", 1.0
+    )  # ntk_vp: one column per block, as on a network of seconds a column
     reached = stops_midway(lambda checkpoint: tangent_kernel(net, x, method=method, checkpoint=checkpoint))
     if method == "ntk_vp":
         assert reached == 6 * spec.output_dim
@@ -87,13 +89,18 @@ def test_the_per_sample_fallback_reaches_a_checkpoint_per_chunk():
     names = [name for name, _ in net.named_parameters()]
     stops_midway(lambda checkpoint: tangent_kernel(net, x, method="structured", checkpoint=checkpoint))
     # a budget of one byte: panels and chunks of one point, n·(n+1)/2 = 21 chunks
-    assert stops_midway(lambda checkpoint: per_sample_kernel(net, x, lambda f: f, names, budget=1, checkpoint=checkpoint)) == 21
+    assert (
+        stops_midway(lambda checkpoint: per_sample_kernel(net, x, lambda f: f, names, budget=1, checkpoint=checkpoint))
+        == 21
+    )
 
 
 def test_the_limit_kernel_reaches_a_checkpoint_per_map():
     x = torch.randn(5, 3, dtype=torch.float64)
     model = ModelSpec(hidden=[8, 8, 8], output_dim=1)
-    assert stops_midway(lambda checkpoint: limit_kernels(model, x, checkpoint=checkpoint)) == 3 * 2 + 1  # weights, σ; readout
+    assert (
+        stops_midway(lambda checkpoint: limit_kernels(model, x, checkpoint=checkpoint)) == 3 * 2 + 1
+    )  # weights, σ; readout
 
 
 def test_the_loss_hessian_split_reaches_a_checkpoint_per_product():
@@ -103,18 +110,27 @@ def test_the_loss_hessian_split_reaches_a_checkpoint_per_product():
 
 
 def test_an_onnx_conversion_reaches_a_checkpoint_per_node():
-    nodes = [helper.make_node("Constant", [], ["c0"], value=numpy_helper.from_array(np.eye(3), "eye")),
-             helper.make_node("MatMul", ["c0", "c0"], ["c1"]),
-             helper.make_node("MatMul", ["x", "c1"], ["h"]),
-             helper.make_node("Gemm", ["h", "w", "b"], ["y"], transB=1)]
+    nodes = [
+        helper.make_node("Constant", [], ["c0"], value=numpy_helper.from_array(np.eye(3), "eye")),
+        helper.make_node("MatMul", ["c0", "c0"], ["c1"]),
+        helper.make_node("MatMul", ["x", "c1"], ["h"]),
+        helper.make_node("Gemm", ["h", "w", "b"], ["y"], transB=1),
+    ]
     graph = helper.make_graph(
-        nodes, "folds", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["batch", 3])],
+        nodes,
+        "folds",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["batch", 3])],
         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["batch", 2])],
         [numpy_helper.from_array(np.ones((2, 3)), "w"), numpy_helper.from_array(np.zeros(2), "b")],
     )
     onnx_bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
     model = ModelSpec(kind="onnx", id=MODEL_ID, output_dim=2)
-    assert stops_midway(lambda checkpoint: build_onnx_network(model, onnx_bytes, dtype=torch.float64, checkpoint=checkpoint)) == 4
+    assert (
+        stops_midway(
+            lambda checkpoint: build_onnx_network(model, onnx_bytes, dtype=torch.float64, checkpoint=checkpoint)
+        )
+        == 4
+    )
 
 
 class CancelAfter(NullCallbacks):
@@ -137,8 +153,9 @@ def test_hessian_products_and_spectra_are_checkpoints_through_the_meters_report(
     spectrum = HessianSpectrumDiagnostics(of="loss", probes=3, lanczos_steps=4, grid=10, bins=4)
     computations = {
         "hessian": lambda progress: model_hessian(net, x[:2], iterations=6, tolerance=0, progress=progress),
-        "hessian_spectrum": lambda progress: hessian_spectrum(net, spectrum, x_probe=x, x_train=x, y_train=y, loss="mse",
-                                                              progress=progress),
+        "hessian_spectrum": lambda progress: hessian_spectrum(
+            net, spectrum, x_probe=x, x_train=x, y_train=y, loss="mse", progress=progress
+        ),
     }
     for phase, compute in computations.items():
         meter = Meter(CancelAfter(at=2), total=1)
@@ -149,13 +166,20 @@ def test_hessian_products_and_spectra_are_checkpoints_through_the_meters_report(
 
 @pytest.mark.parametrize("phase", ["kernel", "hessian", "infinite_width"])
 def test_a_run_cancelled_inside_a_phase_stops_in_it(phase):
-    spec = JobSpec.model_validate({
-        "seed": 0, "model": {"hidden": [8, 8]},
-        "data": {"kind": "gaussian_mixture", "n_train": 6, "input_dim": 3, "classes": 2, "probe": {"n": 6}},
-        "training": {"max_steps": 2, "lr": 0.1},
-        "diagnostics": {"kernel": {"method": "ntk_vp"}, "hessian": {"at": ["final"], "probe_points": 2, "iterations": 6},
-                        "infinite_width": {}, "layer_sensitivity": False},
-    })
+    spec = JobSpec.model_validate(
+        {
+            "seed": 0,
+            "model": {"hidden": [8, 8]},
+            "data": {"kind": "gaussian_mixture", "n_train": 6, "input_dim": 3, "classes": 2, "probe": {"n": 6}},
+            "training": {"max_steps": 2, "lr": 0.1},
+            "diagnostics": {
+                "kernel": {"method": "ntk_vp"},
+                "hessian": {"at": ["final"], "probe_points": 2, "iterations": 6},
+                "infinite_width": {},
+                "layer_sensitivity": False,
+            },
+        }
+    )
     cancelled = CancelAfterPhase(phase)
     with pytest.raises(JobCancelled, match=f"cancelled during {phase}"):
         run(spec, cancelled)

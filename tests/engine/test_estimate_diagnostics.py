@@ -31,22 +31,43 @@ from workers.engine.nets import build_network
 OFF = {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
 
 PEAK_SPECS = {
-    "infinite_width": ("infinite_width", {  # [12, 12, 256, 256] float64 maps of 16×16 images: 75 MB each, ≈ 0.9 GB
-        "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 768, "probe": {"n": 12}},
-        "model": {"kind": "cnn", "hidden": [4, 4], "input_shape": [3, 16, 16], "readout": "global_avg"},
-        "training": {"max_steps": 1, "lr": 0.1}, "diagnostics": OFF | {"infinite_width": {}},
-    }),
-    "spectrum": ("hessian_spectrum", {  # one probe's float64 basis of 16 + 6 vectors of 2.92 M weights: ≈ 0.6 GB
-        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 16, "targets": "signed", "probe": {"n": 2}},
-        "model": {"hidden": [1700, 1700]}, "training": {"max_steps": 1, "lr": 0.01},
-        "diagnostics": OFF | {"linearization_error": False, "hessian_spectrum": {
-            "of": "loss", "at": ["init"], "probes": 1, "lanczos_steps": 16, "tolerance": 0}},
-    }),
-    "loss_hessian": ("loss_hessian", {  # the tangent kernel of 1536 × 2 training rows and its float64 copies: ≈ 0.4 GB
-        "data": {"kind": "gaussian_mixture", "n_train": 1536, "input_dim": 8},
-        "model": {"hidden": [32]}, "training": {"max_steps": 1, "lr": 0.1},
-        "diagnostics": OFF | {"loss_hessian": {"iterations": 8}},
-    }),
+    "infinite_width": (
+        "infinite_width",
+        {  # [12, 12, 256, 256] float64 maps of 16×16 images: 75 MB each, ≈ 0.9 GB
+            "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 768, "probe": {"n": 12}},
+            "model": {"kind": "cnn", "hidden": [4, 4], "input_shape": [3, 16, 16], "readout": "global_avg"},
+            "training": {"max_steps": 1, "lr": 0.1},
+            "diagnostics": OFF | {"infinite_width": {}},
+        },
+    ),
+    "spectrum": (
+        "hessian_spectrum",
+        {  # one probe's float64 basis of 16 + 6 vectors of 2.92 M weights: ≈ 0.6 GB
+            "data": {
+                "kind": "gaussian_mixture",
+                "n_train": 16,
+                "input_dim": 16,
+                "targets": "signed",
+                "probe": {"n": 2},
+            },
+            "model": {"hidden": [1700, 1700]},
+            "training": {"max_steps": 1, "lr": 0.01},
+            "diagnostics": OFF
+            | {
+                "linearization_error": False,
+                "hessian_spectrum": {"of": "loss", "at": ["init"], "probes": 1, "lanczos_steps": 16, "tolerance": 0},
+            },
+        },
+    ),
+    "loss_hessian": (
+        "loss_hessian",
+        {  # the tangent kernel of 1536 × 2 training rows and its float64 copies: ≈ 0.4 GB
+            "data": {"kind": "gaussian_mixture", "n_train": 1536, "input_dim": 8},
+            "model": {"hidden": [32]},
+            "training": {"max_steps": 1, "lr": 0.1},
+            "diagnostics": OFF | {"loss_hessian": {"iterations": 8}},
+        },
+    ),
 }
 
 
@@ -66,8 +87,13 @@ def test_a_new_diagnostic_term_bounds_the_memory_it_adds(name):
 
 
 def tiny(model: dict, diagnostics: dict | None = None, n: int = 6, d: int = 3):
-    spec = JobSpec.model_validate({"data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": d, "classes": 2,
-                                            "probe": {"n": n}}, "model": model, "diagnostics": diagnostics or {}})
+    spec = JobSpec.model_validate(
+        {
+            "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": d, "classes": 2, "probe": {"n": n}},
+            "model": model,
+            "diagnostics": diagnostics or {},
+        }
+    )
     net = build_network(spec.model, (d,), seed=0, dtype=torch.float64)
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(n, d, dtype=torch.float64, generator=generator)
@@ -75,10 +101,14 @@ def tiny(model: dict, diagnostics: dict | None = None, n: int = 6, d: int = 3):
     return spec, net, x, y
 
 
-GRAPH = {"kind": "graph", "layers": [  # a residual with a projection (6 → 5) owns two groups
-    {"type": "dense", "width": 6}, {"type": "activation", "name": "tanh"},
-    {"type": "residual", "layers": [{"type": "dense", "width": 5}, {"type": "activation", "name": "tanh"}]},
-]}
+GRAPH = {
+    "kind": "graph",
+    "layers": [  # a residual with a projection (6 → 5) owns two groups
+        {"type": "dense", "width": 6},
+        {"type": "activation", "name": "tanh"},
+        {"type": "residual", "layers": [{"type": "dense", "width": 5}, {"type": "activation", "name": "tanh"}]},
+    ],
+}
 
 
 @pytest.mark.parametrize("of", ["model", "loss"])

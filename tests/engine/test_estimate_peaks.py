@@ -40,34 +40,52 @@ QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_
 PEAK_SPECS = {
     "data": {  # 10 000 × 1 500 float64 values, made twice over: ≈ 0.24 GB
         "data": {"kind": "gaussian_mixture", "n_train": 10_000, "input_dim": 1500},
-        "model": {"hidden": [16]}, "training": {"max_steps": 2, "lr": 0.1}, "diagnostics": QUIET,
+        "model": {"hidden": [16]},
+        "training": {"max_steps": 2, "lr": 0.1},
+        "diagnostics": QUIET,
     },
     "activations": {  # a full-batch step of 6144 points through a 6144-wide tanh layer: ≈ 0.45 GB
         "data": {"kind": "gaussian_mixture", "n_train": 6144, "input_dim": 16},
-        "model": {"hidden": [6144], "activation": "tanh"}, "training": {"max_steps": 2, "lr": 0.1},
+        "model": {"hidden": [6144], "activation": "tanh"},
+        "training": {"max_steps": 2, "lr": 0.1},
         "diagnostics": QUIET | {"kernel": None, "linearization_error": False},
     },
     "kernel": {  # tangent kernels at w₀ of 512 points × 4 outputs (2048²), outputs and logits of a softmax head: ≈ 0.25 GB
         "data": {"kind": "gaussian_mixture", "n_train": 512, "input_dim": 8, "classes": 4, "probe": {"n": 512}},
-        "model": {"hidden": [32], "output_activation": "softmax"}, "training": {"max_steps": 1, "lr": 0.1},
+        "model": {"hidden": [32], "output_activation": "softmax"},
+        "training": {"max_steps": 1, "lr": 0.1},
         "diagnostics": {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernels": ["init"]},
     },
     "lanczos": {  # 16 float64 Lanczos vectors of 2.92 M weights, one output: ≈ 0.45 GB
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 16, "targets": "signed"},
-        "model": {"hidden": [1700, 1700]}, "training": {"max_steps": 1, "lr": 0.01},
-        "diagnostics": {"hessian": {"at": ["init"], "probe_points": 1, "iterations": 16}, "layer_sensitivity": False,
-                        "save_kernels": [], "save_weights": False},
+        "model": {"hidden": [1700, 1700]},
+        "training": {"max_steps": 1, "lr": 0.01},
+        "diagnostics": {
+            "hessian": {"at": ["init"], "probe_points": 1, "iterations": 16},
+            "layer_sensitivity": False,
+            "save_kernels": [],
+            "save_weights": False,
+        },
     },
     "convolution": {  # 1500 images 3×16×16 through two 32-channel convolutions: ≈ 0.3 GB
         "data": {"kind": "gaussian_mixture", "n_train": 1500, "input_dim": 768},
-        "model": {"kind": "cnn", "hidden": [32, 32], "input_shape": [3, 16, 16]}, "training": {"max_steps": 2, "lr": 0.1},
+        "model": {"kind": "cnn", "hidden": [32, 32], "input_shape": [3, 16, 16]},
+        "training": {"max_steps": 2, "lr": 0.1},
         "diagnostics": QUIET,
     },
     "graph": {  # dense 2048, layer norm, gelu, dense 2048 over 4096 points: ≈ 0.3 GB
         "data": {"kind": "gaussian_mixture", "n_train": 4096, "input_dim": 16},
-        "model": {"kind": "graph", "layers": [{"type": "dense", "width": 2048}, {"type": "layer_norm"},
-                                              {"type": "activation", "name": "gelu"}, {"type": "dense", "width": 2048}]},
-        "training": {"max_steps": 2, "lr": 0.1}, "diagnostics": QUIET | {"kernel": None},
+        "model": {
+            "kind": "graph",
+            "layers": [
+                {"type": "dense", "width": 2048},
+                {"type": "layer_norm"},
+                {"type": "activation", "name": "gelu"},
+                {"type": "dense", "width": 2048},
+            ],
+        },
+        "training": {"max_steps": 2, "lr": 0.1},
+        "diagnostics": QUIET | {"kernel": None},
     },
 }
 
@@ -92,8 +110,14 @@ print(json.dumps({"growth": status("VmHWM:") - before, "cpu_s": time.process_tim
 
 def measured_growth(spec: dict) -> int:
     """Peak resident bytes the run added, in a fresh interpreter."""
-    answer = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(spec)], cwd=REPO, capture_output=True,
-                            text=True, check=False, timeout=120)
+    answer = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(spec)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert answer.returncode == 0, answer.stderr[-3000:]
     return json.loads(answer.stdout.strip().splitlines()[-1])["growth"]
 
@@ -115,10 +139,18 @@ def example(name: str) -> dict:
 
 
 PROFILE_SPECS = {
-    "mlp": {"model": {"hidden": [12, 7], "train_output_layer": False}, "data": {"kind": "gaussian_mixture", "n_train": 8}},
-    "cnn": {"model": {"kind": "cnn", "hidden": [4, 6], "stride": 2, "readout": "flatten"},
-            "data": {"kind": "builtin", "name": "digits", "n_train": 8}},
-    "resnet": {"model": {"kind": "resnet", "block": "conv", "hidden": [5], "blocks": 2}, "data": {"kind": "builtin", "name": "digits", "n_train": 8}},
+    "mlp": {
+        "model": {"hidden": [12, 7], "train_output_layer": False},
+        "data": {"kind": "gaussian_mixture", "n_train": 8},
+    },
+    "cnn": {
+        "model": {"kind": "cnn", "hidden": [4, 6], "stride": 2, "readout": "flatten"},
+        "data": {"kind": "builtin", "name": "digits", "n_train": 8},
+    },
+    "resnet": {
+        "model": {"kind": "resnet", "block": "conv", "hidden": [5], "blocks": 2},
+        "data": {"kind": "builtin", "name": "digits", "n_train": 8},
+    },
     **{name: example(name) for name in ("pre-ln-transformer", "resnet-layernorm", "vgg-like", "vit-small")},
 }
 

@@ -14,10 +14,35 @@ CASES = {
     "mlp-bottleneck": ({"hidden": [12, 3, 12], "activation": ["tanh", "identity", "relu"], "output_dim": 3}, (5,)),
     "mlp-swish-head-no-bias": ({"hidden": [9], "bias": False, "output_dim": 2, "output_activation": "swish"}, (4,)),
     "mlp-on-images": ({"hidden": [6, 6], "activation": "gelu", "output_dim": 2, "input_shape": [1, 3, 3]}, (1, 3, 3)),
-    "cnn-flatten-strided": ({"kind": "cnn", "hidden": [3, 4], "output_dim": 2, "readout": "flatten", "stride": 2}, (2, 7, 7)),
-    "cnn-global-avg": ({"kind": "cnn", "hidden": [4], "activation": "softplus", "output_dim": 3, "output_activation": "softmax"}, (1, 6, 6)),
-    "resnet-fc": ({"kind": "resnet", "hidden": [7, 7, 7, 7], "blocks": 3, "activation": ["tanh", "relu", "erf", "tanh"], "output_dim": 2}, (4,)),
-    "resnet-conv": ({"kind": "resnet", "block": "conv", "hidden": [3], "output_dim": 2, "readout": "flatten", "train_output_layer": False}, (1, 5, 5)),
+    "cnn-flatten-strided": (
+        {"kind": "cnn", "hidden": [3, 4], "output_dim": 2, "readout": "flatten", "stride": 2},
+        (2, 7, 7),
+    ),
+    "cnn-global-avg": (
+        {"kind": "cnn", "hidden": [4], "activation": "softplus", "output_dim": 3, "output_activation": "softmax"},
+        (1, 6, 6),
+    ),
+    "resnet-fc": (
+        {
+            "kind": "resnet",
+            "hidden": [7, 7, 7, 7],
+            "blocks": 3,
+            "activation": ["tanh", "relu", "erf", "tanh"],
+            "output_dim": 2,
+        },
+        (4,),
+    ),
+    "resnet-conv": (
+        {
+            "kind": "resnet",
+            "block": "conv",
+            "hidden": [3],
+            "output_dim": 2,
+            "readout": "flatten",
+            "train_output_layer": False,
+        },
+        (1, 5, 5),
+    ),
 }
 
 

@@ -17,23 +17,42 @@ import torch
 from api_schemas.architecture import count_parameters
 from api_schemas.spec import JobSpec
 from service.grid import set_path
+from tests.engine.dense_reference import dense_hessian
 from workers.engine.artifacts import load_weights
 from workers.engine.data import load_data
 from workers.engine.hessian import model_hessian
 from workers.engine.nets import build_network, trainable_parameters
 from workers.engine.run import run
-from tests.engine.dense_reference import dense_hessian
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_WIDTHS = {
-    "vit-small": {"model.layers.0.patch": 4, "model.layers.0.width": 4, "model.layers.1.layers.1.width": 4,
-                  "model.layers.2.layers.1.width": 6, "model.layers.2.layers.3.width": 4},
-    "vgg-like": {"model.layers.0.width": 2, "model.layers.2.width": 2, "model.layers.5.width": 3,
-                 "model.layers.7.width": 3, "model.layers.11.width": 6},
-    "pre-ln-transformer": {"model.layers.0.width": 4, "model.layers.1.layers.1.width": 4,
-                           "model.layers.2.layers.1.width": 6, "model.layers.2.layers.3.width": 4},
-    "resnet-layernorm": {"model.layers.0.width": 2, "model.layers.2.layers.1.width": 2, "model.layers.2.layers.3.width": 2,
-                         "model.layers.3.layers.1.width": 3, "model.layers.3.layers.3.width": 3},
+    "vit-small": {
+        "model.layers.0.patch": 4,
+        "model.layers.0.width": 4,
+        "model.layers.1.layers.1.width": 4,
+        "model.layers.2.layers.1.width": 6,
+        "model.layers.2.layers.3.width": 4,
+    },
+    "vgg-like": {
+        "model.layers.0.width": 2,
+        "model.layers.2.width": 2,
+        "model.layers.5.width": 3,
+        "model.layers.7.width": 3,
+        "model.layers.11.width": 6,
+    },
+    "pre-ln-transformer": {
+        "model.layers.0.width": 4,
+        "model.layers.1.layers.1.width": 4,
+        "model.layers.2.layers.1.width": 6,
+        "model.layers.2.layers.3.width": 4,
+    },
+    "resnet-layernorm": {
+        "model.layers.0.width": 2,
+        "model.layers.2.layers.1.width": 2,
+        "model.layers.2.layers.3.width": 2,
+        "model.layers.3.layers.1.width": 3,
+        "model.layers.3.layers.3.width": 3,
+    },
 }
 QUICK = {
     "dtype": "float64",
@@ -63,8 +82,15 @@ def test_example_runs_end_to_end(name):
     assert s["outcome"] == "max_steps" and s["steps"] == 5
     assert s["parameters"] == count_parameters(spec.model, data.input_shape)
     assert result.series["loss"].values[-1] < result.series["loss"].values[0]
-    for key in ("delta_k_max", "hessian_norm_init", "hessian_norm_final", "grad_norm_init", "kernel_lambda_max_init",
-                "weight_change_l2", "linearization_error_final"):
+    for key in (
+        "delta_k_max",
+        "hessian_norm_init",
+        "hessian_norm_final",
+        "grad_norm_init",
+        "kernel_lambda_max_init",
+        "weight_change_l2",
+        "linearization_error_final",
+    ):
         assert math.isfinite(s[key]) and s[key] > 0, key
     side = 4 * spec.model.output_dim
     kernel = np.load(io.BytesIO(result.artifacts["kernel_final.npy"].data))

@@ -18,7 +18,9 @@ from workers.engine.ntk import tangent_kernel
 from workers.engine.sensitivity import layer_sensitivity
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = {path.stem: JobSpec.model_validate_json(path.read_text()) for path in (REPO / "examples/graphs").glob("*.json")}
+EXAMPLES = {
+    path.stem: JobSpec.model_validate_json(path.read_text()) for path in (REPO / "examples/graphs").glob("*.json")
+}
 LN, GAP, FLAT = {"type": "layer_norm"}, {"type": "global_avg_pool"}, {"type": "flatten"}
 TOKENS = [  # token ids [T = 5] from a vocabulary of 11
     {"type": "embedding", "vocab": 11, "width": 8, "positions": True},
@@ -29,17 +31,26 @@ TOKENS = [  # token ids [T = 5] from a vocabulary of 11
 ]
 MORE = {
     "tokens": (TOKENS, (5,)),
-    "pools-and-projections": ([
-        {"type": "conv2d", "width": 3, "kernel_size": 3, "padding": 0, "bias": False},
-        {"type": "avg_pool", "kernel_size": 3, "stride": 1, "padding": 1},
-        {"type": "residual", "scale": 0.5, "layers": [
-            LN, {"type": "conv2d", "width": 5, "stride": 2}, {"type": "activation", "name": "swish"},
-        ]},
-        {"type": "max_pool", "kernel_size": 2, "stride": 1, "padding": 1},
-        {"type": "patch_embed", "patch": 2, "width": 7},
-        {"type": "residual", "layers": [{"type": "dense", "width": 4}]},
-        FLAT,
-    ], (2, 9, 9)),
+    "pools-and-projections": (
+        [
+            {"type": "conv2d", "width": 3, "kernel_size": 3, "padding": 0, "bias": False},
+            {"type": "avg_pool", "kernel_size": 3, "stride": 1, "padding": 1},
+            {
+                "type": "residual",
+                "scale": 0.5,
+                "layers": [
+                    LN,
+                    {"type": "conv2d", "width": 5, "stride": 2},
+                    {"type": "activation", "name": "swish"},
+                ],
+            },
+            {"type": "max_pool", "kernel_size": 2, "stride": 1, "padding": 1},
+            {"type": "patch_embed", "patch": 2, "width": 7},
+            {"type": "residual", "layers": [{"type": "dense", "width": 4}]},
+            FLAT,
+        ],
+        (2, 9, 9),
+    ),
     "dense-only": ([{"type": "dense", "width": 6}, {"type": "dense", "width": 3, "bias": False}], (4,)),
 }
 
@@ -76,6 +87,7 @@ def test_arithmetic_count_and_shapes_are_the_built_networks(name, parameterizati
         def hook(module, args, output):
             assert tuple(output.shape[1:]) == planned.out_shape, planned.path
             seen.append(planned.path)
+
         return hook
 
     handles = []
@@ -102,7 +114,9 @@ def test_every_trainable_weight_is_a_scaled_layer_except_layer_norms_gain_and_bi
     owners = {type(m).__name__ for m in net.modules() if any(True for _ in m.parameters(recurse=False))}
     assert owners == {"ScaledEmbedding", "ScaledLinear", "LayerNorm"}
     scaled = [m for m in net.modules() if isinstance(m, (ScaledLinear, ScaledConv2d, ScaledEmbedding))]
-    assert len(scaled) == 2 + 4 + 2 + 1  # tokens + positions, Q K V O, MLP dense + the skip's projection 8 → 12, readout
+    assert (
+        len(scaled) == 2 + 4 + 2 + 1
+    )  # tokens + positions, Q K V O, MLP dense + the skip's projection 8 → 12, readout
 
 
 def test_same_seed_same_weights_and_ntk_equals_standard_at_init():
@@ -115,7 +129,9 @@ def test_same_seed_same_weights_and_ntk_equals_standard_at_init():
     for name in ("pools-and-projections", "tokens", "vit-small"):
         model, shape = graph_model(name)
         ntk = build_network(model, shape, seed=5, dtype=torch.float64)
-        std = build_network(model.model_copy(update={"parameterization": "standard"}), shape, seed=5, dtype=torch.float64)
+        std = build_network(
+            model.model_copy(update={"parameterization": "standard"}), shape, seed=5, dtype=torch.float64
+        )
         x = inputs(model, 4)
         torch.testing.assert_close(ntk(x), std(x), rtol=1e-12, atol=1e-12)
 
@@ -135,19 +151,30 @@ def test_multipliers_follow_the_parameterization():
 
 
 def test_attention_is_scaled_dot_product_attention_with_one_over_root_d_head():
-    model = ModelSpec(kind="graph", layers=[{"type": "self_attention", "heads": 3, "width": 12}, GAP],
-                      input_shape=[5, 4], output_dim=1)
+    model = ModelSpec(
+        kind="graph",
+        layers=[{"type": "self_attention", "heads": 3, "width": 12}, GAP],
+        input_shape=[5, 4],
+        output_dim=1,
+    )
     attention = build_network(model, (20,), seed=0, dtype=torch.float64).body[0]
     h = torch.randn(2, 5, 4, dtype=torch.float64)
-    q, k, v = (layer(h).reshape(2, 5, 3, 4).transpose(1, 2) for layer in (attention.query, attention.key, attention.value))
+    q, k, v = (
+        layer(h).reshape(2, 5, 3, 4).transpose(1, 2) for layer in (attention.query, attention.key, attention.value)
+    )
     expected = F.scaled_dot_product_attention(q, k, v)  # softmax(q kᵀ / √d_head) v
     torch.testing.assert_close(attention(h), attention.out(expected.transpose(1, 2).reshape(2, 5, 12)))
 
 
 def test_layer_norm_patch_embed_and_positions_are_their_formulas():
-    layers = [{"type": "layer_norm", "eps": 1e-3}, {"type": "patch_embed", "patch": 2, "width": 3, "positions": True}, GAP]
-    net = build_network(ModelSpec(kind="graph", layers=layers, input_shape=[2, 4, 6], output_dim=1), (48,), seed=0,
-                        dtype=torch.float64)
+    layers = [
+        {"type": "layer_norm", "eps": 1e-3},
+        {"type": "patch_embed", "patch": 2, "width": 3, "positions": True},
+        GAP,
+    ]
+    net = build_network(
+        ModelSpec(kind="graph", layers=layers, input_shape=[2, 4, 6], output_dim=1), (48,), seed=0, dtype=torch.float64
+    )
     norm, patch = net.body[0], net.body[1]
     with torch.no_grad():
         norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-1, 1)

@@ -35,7 +35,10 @@ def error_text(spec: dict) -> str:
 
 def test_every_example_is_a_valid_job():
     assert {path.name for path in EXAMPLES} == {
-        "vit-small.json", "vgg-like.json", "pre-ln-transformer.json", "resnet-layernorm.json"
+        "vit-small.json",
+        "vgg-like.json",
+        "pre-ln-transformer.json",
+        "resnet-layernorm.json",
     }
     for path in EXAMPLES:
         spec = JobSpec.model_validate_json(path.read_text())
@@ -49,13 +52,18 @@ def test_every_example_is_a_valid_job():
         (graph_job([{"type": "dense", "width": 4, "height": 2}]), "model.layers.0.dense.height"),
         (graph_job([{"type": "convolution", "width": 4}]), "model.layers.0"),
         (graph_job([{"type": "activation", "name": "sigmoidish"}]), "model.layers.0.activation.name"),
-        (graph_job([{"type": "residual", "layers": [{"type": "dense", "width": -1}]}]),
-         "model.layers.0.residual.layers.0.dense.width"),
+        (
+            graph_job([{"type": "residual", "layers": [{"type": "dense", "width": -1}]}]),
+            "model.layers.0.residual.layers.0.dense.width",
+        ),
         (graph_job([{"type": "max_pool", "kernel_size": 2, "padding": 2}]), "padding 2 exceeds half of kernel_size 2"),
         (graph_job([{"type": "self_attention", "heads": 3, "width": 16}]), "width 16 does not split into 3 heads"),
         (graph_job([]), "model.layers"),
         ({"model": {"kind": "graph"}}, "model.layers is required for model.kind = 'graph'"),
-        ({"model": {"kind": "mlp", "layers": [{"type": "dense", "width": 3}]}}, "model.layers is for model.kind = 'graph' only"),
+        (
+            {"model": {"kind": "mlp", "layers": [{"type": "dense", "width": 3}]}},
+            "model.layers is for model.kind = 'graph' only",
+        ),
         ({"model": {"kind": "cnn", "hidden": [4], "input_shape": [8, 8]}}, "model.input_shape must be (C, H, W)"),
     ],
 )
@@ -66,25 +74,60 @@ def test_malformed_layers_are_refused_naming_the_field(spec, named):
 @pytest.mark.parametrize(
     ("layers", "model", "message"),
     [
-        ([{"type": "dense", "width": 4}], {"input_shape": [1, 8, 8]},
-         "model.layers.0 (dense) needs a vector or a token sequence, got the image [1, 8, 8]"),
+        (
+            [{"type": "dense", "width": 4}],
+            {"input_shape": [1, 8, 8]},
+            "model.layers.0 (dense) needs a vector or a token sequence, got the image [1, 8, 8]",
+        ),
         ([{"type": "conv2d", "width": 4}, GAP], {}, "model.layers.0 (conv2d) needs an image, got the vector [64]"),
-        ([{"type": "conv2d", "width": 4, "kernel_size": 11, "padding": 1}, GAP], {"input_shape": [1, 8, 8]},
-         "model.layers.0 (conv2d) with kernel_size 11, stride 1, padding 1 maps the image [1, 8, 8] to 0×0"),
-        ([{"type": "patch_embed", "patch": 2, "width": 8}, {"type": "residual", "layers": [LN, {"type": "conv2d", "width": 8}]}],
-         {"input_shape": [1, 8, 8]}, "model.layers.1.layers.1 (conv2d) needs an image, got the token sequence [16, 8]"),
-        ([{"type": "patch_embed", "patch": 4, "width": 8}], {"input_shape": [1, 8, 8]},
-         "model.layers ends in the token sequence [4, 8]; the readout reads a vector"),
-        ([{"type": "dense", "width": 8}, {"type": "self_attention", "width": 8}], {},
-         "model.layers.1 (self_attention) needs a token sequence, got the vector [8]"),
-        ([{"type": "dense", "width": 8}, {"type": "embedding", "vocab": 5, "width": 8}, GAP], {},
-         "model.layers.1 (embedding) reads integer token ids from the input, so it must be model.layers.0"),
-        ([{"type": "dense", "width": 8}, {"type": "residual", "layers": [GAP]}], {"input_shape": [8, 8]},
-         "model.layers.1 (residual): the branch maps the token sequence [8, 8] to the vector [8]"),
-        ([{"type": "conv2d", "width": 4}, {"type": "residual", "layers": [{"type": "conv2d", "width": 4, "padding": 0}]}, GAP],
-         {"input_shape": [1, 8, 8]}, "maps the image [4, 8, 8] to the image [4, 6, 6], which no 1×1 strided projection"),
+        (
+            [{"type": "conv2d", "width": 4, "kernel_size": 11, "padding": 1}, GAP],
+            {"input_shape": [1, 8, 8]},
+            "model.layers.0 (conv2d) with kernel_size 11, stride 1, padding 1 maps the image [1, 8, 8] to 0×0",
+        ),
+        (
+            [
+                {"type": "patch_embed", "patch": 2, "width": 8},
+                {"type": "residual", "layers": [LN, {"type": "conv2d", "width": 8}]},
+            ],
+            {"input_shape": [1, 8, 8]},
+            "model.layers.1.layers.1 (conv2d) needs an image, got the token sequence [16, 8]",
+        ),
+        (
+            [{"type": "patch_embed", "patch": 4, "width": 8}],
+            {"input_shape": [1, 8, 8]},
+            "model.layers ends in the token sequence [4, 8]; the readout reads a vector",
+        ),
+        (
+            [{"type": "dense", "width": 8}, {"type": "self_attention", "width": 8}],
+            {},
+            "model.layers.1 (self_attention) needs a token sequence, got the vector [8]",
+        ),
+        (
+            [{"type": "dense", "width": 8}, {"type": "embedding", "vocab": 5, "width": 8}, GAP],
+            {},
+            "model.layers.1 (embedding) reads integer token ids from the input, so it must be model.layers.0",
+        ),
+        (
+            [{"type": "dense", "width": 8}, {"type": "residual", "layers": [GAP]}],
+            {"input_shape": [8, 8]},
+            "model.layers.1 (residual): the branch maps the token sequence [8, 8] to the vector [8]",
+        ),
+        (
+            [
+                {"type": "conv2d", "width": 4},
+                {"type": "residual", "layers": [{"type": "conv2d", "width": 4, "padding": 0}]},
+                GAP,
+            ],
+            {"input_shape": [1, 8, 8]},
+            "maps the image [4, 8, 8] to the image [4, 6, 6], which no 1×1 strided projection",
+        ),
         ([FLAT, {"type": "activation", "name": "relu"}], {}, "model.layers has no weight layer"),
-        ([{"type": "dense", "width": 8}], {"input_shape": [4, 4]}, "model.input_shape [4, 4] does not hold the data's 64 features"),
+        (
+            [{"type": "dense", "width": 8}],
+            {"input_shape": [4, 4]},
+            "model.input_shape [4, 4] does not hold the data's 64 features",
+        ),
     ],
 )
 def test_shape_errors_name_the_layer_path_and_the_shapes(layers, model, message):
@@ -122,7 +165,11 @@ def test_projection_counts_and_bias_overrides():
     plan = plan_graph([Dense(width=6, bias=False), *ModelSpec(kind="graph", layers=layers).layers[1:]], (4,), bias=True)
     assert [layer.parameters for layer in plan.layers] == [6 * 4, (9 * 6 + 9) + 6 * 9]
     assert plan.layers[1].projection_stride == 1
-    image = [{"type": "conv2d", "width": 3}, {"type": "residual", "layers": [{"type": "conv2d", "width": 5, "stride": 2}]}, GAP]
+    image = [
+        {"type": "conv2d", "width": 3},
+        {"type": "residual", "layers": [{"type": "conv2d", "width": 5, "stride": 2}]},
+        GAP,
+    ]
     strided = plan_model_graph(ModelSpec(kind="graph", layers=image, input_shape=[2, 7, 7], output_dim=1), (98,))
     assert strided.layers[1].out_shape == (5, 4, 4) and strided.layers[1].projection_stride == 2
     with pytest.raises(GraphShapeError, match="model.input_shape"):
@@ -135,7 +182,10 @@ BUILTINS = [
     ({"kind": "cnn", "hidden": [4, 6], "output_dim": 2, "readout": "flatten"}, (1, 8, 8)),
     ({"kind": "cnn", "hidden": [5, 5], "output_dim": 4, "input_shape": [1, 8, 8], "bias": False}, (64,)),
     ({"kind": "resnet", "hidden": [8], "blocks": 3, "output_dim": 2}, (5,)),
-    ({"kind": "resnet", "block": "conv", "hidden": [4], "output_dim": 3, "stride": 2, "train_output_layer": False}, (3, 6, 6)),
+    (
+        {"kind": "resnet", "block": "conv", "hidden": [4], "output_dim": 3, "stride": 2, "train_output_layer": False},
+        (3, 6, 6),
+    ),
 ]
 
 
@@ -151,7 +201,10 @@ def test_a_sweep_varies_graph_widths_by_dotted_paths():
     base = json.loads((REPO / "examples/graphs/vit-small.json").read_text())
     points = expand_grid(base, {"model.layers.2.layers.1.width": [8, 64], "model.layers.1.layers.1.heads": [1, 4]})
     assert [(p.spec.model.layers[2].layers[1].width, p.spec.model.layers[1].layers[1].heads) for p in points] == [
-        (8, 1), (8, 4), (64, 1), (64, 4)
+        (8, 1),
+        (8, 4),
+        (64, 1),
+        (64, 4),
     ]
     counts = [count_parameters(p.spec.model, (64,)) for p in points]
     assert counts[0] == counts[1] < counts[2] == counts[3]
@@ -181,7 +234,11 @@ def test_caps_count_graphs_and_cap_nested_widths_without_torch():
     wide["model"]["layers"][2]["layers"][1]["width"] = 41
     answer = subprocess.run(
         [sys.executable, "-c", CAPS_PROGRAM, json.dumps({"vit": vit, "wide": wide})],
-        cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert answer.returncode == 0, answer.stderr
     report = json.loads(answer.stdout.strip().splitlines()[-1])

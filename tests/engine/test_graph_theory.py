@@ -61,19 +61,28 @@ def slope(widths, values) -> float:
 
 def stack(m: int, heads: int | None) -> list[dict]:
     """dense m, two pre-LN blocks (with attention when heads is given), layer_norm, global_avg_pool."""
-    mlp = {"type": "residual", "layers": [LN, {"type": "dense", "width": m}, {"type": "activation", "name": "softplus"},
-                                          {"type": "dense", "width": m}]}
+    mlp = {
+        "type": "residual",
+        "layers": [
+            LN,
+            {"type": "dense", "width": m},
+            {"type": "activation", "name": "softplus"},
+            {"type": "dense", "width": m},
+        ],
+    }
     attention = {"type": "residual", "layers": [LN, {"type": "self_attention", "heads": heads, "width": m}]}
     block = [mlp] if heads is None else [attention, mlp]
     return [{"type": "dense", "width": m}, *block, *block, LN, {"type": "global_avg_pool"}]
 
 
 def hessian_norm_at_init(layers: list[dict], seed: int) -> float:
-    spec = JobSpec.model_validate({
-        "seed": seed,
-        "data": {**DATA, "n_train": 4, "targets": "signed"},
-        "model": {"kind": "graph", "input_shape": [TOKENS, FEATURES], "layers": layers, "bias": False},
-    })
+    spec = JobSpec.model_validate(
+        {
+            "seed": seed,
+            "data": {**DATA, "n_train": 4, "targets": "signed"},
+            "model": {"kind": "graph", "input_shape": [TOKENS, FEATURES], "layers": layers, "bias": False},
+        }
+    )
     data = load_data(spec)
     net = build_network(spec.model, data.input_shape, seed=seed)
     return model_hessian(net, data.x_probe[:2], iterations=24).norm
@@ -108,18 +117,33 @@ BOTTLENECK_WIDTHS = [100, 300, 1000]
 
 def delta_k_max(m: int, narrow: int, seed: int) -> float:
     """ΔK of [dense m, tanh, dense narrow, tanh, dense m, tanh, global_avg_pool], gd to loss 1e-3."""
-    layers = [{"type": "dense", "width": m}, {"type": "activation", "name": "tanh"},
-              {"type": "dense", "width": narrow}, {"type": "activation", "name": "tanh"},
-              {"type": "dense", "width": m}, {"type": "activation", "name": "tanh"}, {"type": "global_avg_pool"}]
-    spec = JobSpec.model_validate({
-        "seed": seed,
-        "data": {**DATA, "n_train": 16},
-        "model": {"kind": "graph", "input_shape": [TOKENS, FEATURES], "layers": layers, "bias": False},
-        "training": {"optimizer": "gd", "lr": "auto", "target_loss": 1e-3, "max_steps": 2000},
-        "diagnostics": {"kernel": {"points": 12}, "hessian": None, "weight_change": False, "layer_sensitivity": False,
-                        "linearization_error": False, "save_kernels": [], "save_weights": False},
-        "device": "cpu",
-    })
+    layers = [
+        {"type": "dense", "width": m},
+        {"type": "activation", "name": "tanh"},
+        {"type": "dense", "width": narrow},
+        {"type": "activation", "name": "tanh"},
+        {"type": "dense", "width": m},
+        {"type": "activation", "name": "tanh"},
+        {"type": "global_avg_pool"},
+    ]
+    spec = JobSpec.model_validate(
+        {
+            "seed": seed,
+            "data": {**DATA, "n_train": 16},
+            "model": {"kind": "graph", "input_shape": [TOKENS, FEATURES], "layers": layers, "bias": False},
+            "training": {"optimizer": "gd", "lr": "auto", "target_loss": 1e-3, "max_steps": 2000},
+            "diagnostics": {
+                "kernel": {"points": 12},
+                "hessian": None,
+                "weight_change": False,
+                "layer_sensitivity": False,
+                "linearization_error": False,
+                "save_kernels": [],
+                "save_weights": False,
+            },
+            "device": "cpu",
+        }
+    )
     summary = run(spec).summary
     assert summary["outcome"] == "converged", (m, narrow, seed, summary)
     return summary["delta_k_max"]

@@ -56,7 +56,9 @@ def test_top3_matches_dense_hessian_eigenvalues(name, of, method):
 def test_lanczos_with_fewer_steps_than_dimension_finds_the_extreme_eigenvalues():
     generator = torch.Generator().manual_seed(0)
     Q, _ = torch.linalg.qr(torch.randn(300, 300, dtype=torch.float64, generator=generator))
-    spectrum = torch.cat([torch.tensor([-9.0, 7.0, 5.0], dtype=torch.float64), torch.rand(297, dtype=torch.float64, generator=generator)])
+    spectrum = torch.cat(
+        [torch.tensor([-9.0, 7.0, 5.0], dtype=torch.float64), torch.rand(297, dtype=torch.float64, generator=generator)]
+    )
     A = Q @ torch.diag(spectrum) @ Q.T
     top = lanczos_top_eigenvalues(lambda v: A @ v, 300, iterations=40, top_k=3, dtype=torch.float64, device="cpu")
     assert top == pytest.approx([-9.0, 7.0, 5.0], rel=1e-8)

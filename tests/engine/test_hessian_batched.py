@@ -20,7 +20,10 @@ from workers.engine.nets import build_network, trainable_parameters
 
 NETS = {
     "mlp": (dict(hidden=[12, 10], activation="tanh", output_dim=3, output_activation="swish"), (4,)),
-    "cnn": (dict(kind="cnn", hidden=[3, 4], activation="softplus", output_dim=3, output_activation="softmax"), (1, 5, 5)),
+    "cnn": (
+        dict(kind="cnn", hidden=[3, 4], activation="softplus", output_dim=3, output_activation="softmax"),
+        (1, 5, 5),
+    ),
     "resnet": (dict(kind="resnet", block="conv", hidden=[3], blocks=2, activation="gelu", output_dim=4), (1, 4, 4)),
 }
 
@@ -54,8 +57,13 @@ def sequential(net, x, *, top_k, iterations, tolerance):
     return [
         [
             lanczos_top_eigenvalues(
-                lambda v, i=i, a=a: hvp.products(x[i : i + 1], units[a : a + 1], v[None])[0], model.dim,
-                iterations=iterations, top_k=top_k, tolerance=tolerance, dtype=torch.float64, device="cpu",
+                lambda v, i=i, a=a: hvp.products(x[i : i + 1], units[a : a + 1], v[None])[0],
+                model.dim,
+                iterations=iterations,
+                top_k=top_k,
+                tolerance=tolerance,
+                dtype=torch.float64,
+                device="cpu",
                 generator=generator,
             )
             for a in range(net.output_dim)
@@ -115,8 +123,12 @@ def test_certified_stop_spends_fewer_products_than_the_cap_and_is_accurate():
 
 @pytest.mark.parametrize("of", ["outputs", "logits"])
 def test_dense_path_agrees_with_lanczos_on_a_tiny_net(of):
-    net = build_network(ModelSpec(hidden=[5], activation="tanh", output_dim=2, output_activation="sigmoid"), (3,),
-                        seed=3, dtype=torch.float64)
+    net = build_network(
+        ModelSpec(hidden=[5], activation="tanh", output_dim=2, output_activation="sigmoid"),
+        (3,),
+        seed=3,
+        dtype=torch.float64,
+    )
     x = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     p = sum(t.numel() for t in trainable_parameters(net).values())  # 32
     dense = model_hessian(net, x, of=of, top_k=3, iterations=p)
@@ -186,8 +198,18 @@ def test_lanczos_many_does_not_depend_on_how_many_runs_advance_together():
         return torch.stack([operators[r] @ v for r, v in zip(ids, vectors)])
 
     def solve(max_active):
-        return lanczos_many(block, 5, 60, steps=40, top_k=2, tolerance=1e-8, dtype=torch.float64, device="cpu",
-                            generator=torch.Generator().manual_seed(0), max_active=max_active)
+        return lanczos_many(
+            block,
+            5,
+            60,
+            steps=40,
+            top_k=2,
+            tolerance=1e-8,
+            dtype=torch.float64,
+            device="cpu",
+            generator=torch.Generator().manual_seed(0),
+            max_active=max_active,
+        )
 
     together, one_by_one = solve(None), solve(1)
     for a, b in zip(together, one_by_one):

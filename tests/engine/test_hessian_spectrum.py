@@ -42,7 +42,9 @@ def dense_model_hessian(net, x_i, a):
 def dense_loss_hessian(net, x, y):
     """The mse loss L = (1/2n) Σ‖φ(f(x_i)) − y_i‖² of workers/engine/training.py, written out."""
     w, unflatten = flat(net)
-    return hessian(lambda w: 0.5 * (apply_head(net.head, functional_call(net, unflatten(w), (x,))) - y).pow(2).sum() / len(x))(w)
+    return hessian(
+        lambda w: 0.5 * (apply_head(net.head, functional_call(net, unflatten(w), (x,))) - y).pow(2).sum() / len(x)
+    )(w)
 
 
 def rademacher_variance(A: torch.Tensor) -> float:
@@ -63,7 +65,8 @@ def loss_case(model: dict):
 HESSIANS = {
     "model, linear head": lambda: model_case(dict(hidden=[6], activation="tanh", output_dim=2), 0, 1),
     "model, swish head": lambda: model_case(
-        dict(hidden=[5, 4], activation="softplus", output_dim=2, output_activation="swish"), 2, 0),
+        dict(hidden=[5, 4], activation="softplus", output_dim=2, output_activation="swish"), 2, 0
+    ),
     "loss, mse": lambda: loss_case(dict(hidden=[6], activation="tanh", output_dim=2)),
 }
 
@@ -73,7 +76,13 @@ def test_hutchinson_trace_is_within_three_standard_errors_and_the_error_is_the_r
     operator, H = HESSIANS[name]()
     probes = 400
     quadrature = stochastic_lanczos_quadrature(
-        operator, operator.dim, probes=probes, steps=1, batch=probes, dtype=torch.float64, device="cpu",
+        operator,
+        operator.dim,
+        probes=probes,
+        steps=1,
+        batch=probes,
+        dtype=torch.float64,
+        device="cpu",
         generator=torch.Generator().manual_seed(3),
     )
     se = quadrature.trace_standard_error()
@@ -88,10 +97,18 @@ def test_slq_moments_are_the_dense_spectrum_moments_within_five_percent_and_thre
     eigenvalues = torch.linalg.eigvalsh(dense_loss_hessian(net, x, y))
     probes = 2000
     quadrature = stochastic_lanczos_quadrature(
-        operator, operator.dim, probes=probes, steps=6, batch=probes, dtype=torch.float64, device="cpu",
+        operator,
+        operator.dim,
+        probes=probes,
+        steps=6,
+        batch=probes,
+        dtype=torch.float64,
+        device="cpu",
         generator=torch.Generator().manual_seed(0),
     )
-    per_probe = np.array([[np.dot(w, np.asarray(t) ** r) for r in range(1, 5)] for t, w in zip(quadrature.nodes, quadrature.weights)])
+    per_probe = np.array(
+        [[np.dot(w, np.asarray(t) ** r) for r in range(1, 5)] for t, w in zip(quadrature.nodes, quadrature.weights)]
+    )
     standard_errors = per_probe.std(axis=0, ddof=1) / np.sqrt(probes)
     for r, (estimate, se) in enumerate(zip(quadrature.moments(), standard_errors), start=1):
         exact = float((eigenvalues**r).mean())
@@ -133,7 +150,9 @@ def test_lanczos_stops_where_the_krylov_space_is_invariant():
     assert len(alphas) == 3
     np.testing.assert_allclose(nodes, [-2.0, 1.0, 5.0], rtol=1e-10)
     projections = (Q.T @ q[0]) ** 2
-    np.testing.assert_allclose(weights, [float(projections[spectrum == lam].sum()) for lam in (-2.0, 1.0, 5.0)], rtol=1e-8)
+    np.testing.assert_allclose(
+        weights, [float(projections[spectrum == lam].sum()) for lam in (-2.0, 1.0, 5.0)], rtol=1e-8
+    )
 
 
 def test_the_smoothed_density_and_histogram_carry_mass_one_and_the_first_moment():
@@ -152,8 +171,11 @@ def test_block_norms_are_the_dense_hessians_diagonal_block_norms(of):
     net, x, y = tiny(dict(hidden=[5, 4], activation="softplus", output_dim=2, output_activation="swish"), n=4)
     spec = HessianSpectrumDiagnostics(of=of, points=2, probes=2, lanczos_steps=40, tolerance=0.0)
     report = hessian_spectrum(net, spec, x_probe=x, x_train=x, y_train=y, loss="mse")
-    dense = {(0, 0): dense_model_hessian(net, x[0], 0), (1, 1): dense_model_hessian(net, x[1], 1)} if of == "model" else {
-        (0, 0): dense_loss_hessian(net, x, y)}
+    dense = (
+        {(0, 0): dense_model_hessian(net, x[0], 0), (1, 1): dense_model_hessian(net, x[1], 1)}
+        if of == "model"
+        else {(0, 0): dense_loss_hessian(net, x, y)}
+    )
     offsets, start = {}, 0
     for name, p in trainable_parameters(net).items():
         offsets[name] = slice(start, start + p.numel())
@@ -174,7 +196,9 @@ def test_a_bottleneck_layers_block_stands_out():
     blocks = {}
     for hidden in ([256, 256, 256], [256, 2, 256]):
         net = build_network(ModelSpec(hidden=hidden, activation="tanh", output_dim=1), (8,), seed=0)
-        blocks[hidden[1]] = hessian_spectrum(net, spec, x_probe=x, x_train=x, y_train=x, loss="mse").spectra[0][0].block_norms
+        blocks[hidden[1]] = (
+            hessian_spectrum(net, spec, x_probe=x, x_train=x, y_train=x, loss="mse").spectra[0][0].block_norms
+        )
     bottleneck = blocks[2]
     assert max(bottleneck, key=bottleneck.get) == "stages.1.layer", bottleneck
     assert bottleneck["stages.1.layer"] > 5 * blocks[256]["stages.1.layer"], blocks

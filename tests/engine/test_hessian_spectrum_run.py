@@ -22,18 +22,30 @@ SERIES = ("loss_hessian_norm", "gauss_newton_norm", "loss_hessian_rest_norm", "l
 
 
 def job(of: str, head: str = "swish") -> JobSpec:
-    return JobSpec.model_validate({
-        "seed": 2,
-        "data": {"kind": "gaussian_mixture", "n_train": 10, "input_dim": 4, "classes": 2, "mean_scale": 0.5, "sigma": 0.5},
-        "model": {"hidden": [16], "activation": "tanh", "output_activation": head},
-        "training": {"max_steps": 30, "target_loss": None},
-        "diagnostics": {
-            "kernel": {"points": 4}, "hessian": None, "layer_sensitivity": False,
-            "hessian_spectrum": {"of": of, "points": 2, "probes": 6, "lanczos_steps": 8, "grid": 50, "bins": 10},
-            "loss_hessian": {"iterations": 12},
-        },
-        "device": "cpu", "dtype": "float64",
-    })
+    return JobSpec.model_validate(
+        {
+            "seed": 2,
+            "data": {
+                "kind": "gaussian_mixture",
+                "n_train": 10,
+                "input_dim": 4,
+                "classes": 2,
+                "mean_scale": 0.5,
+                "sigma": 0.5,
+            },
+            "model": {"hidden": [16], "activation": "tanh", "output_activation": head},
+            "training": {"max_steps": 30, "target_loss": None},
+            "diagnostics": {
+                "kernel": {"points": 4},
+                "hessian": None,
+                "layer_sensitivity": False,
+                "hessian_spectrum": {"of": of, "points": 2, "probes": 6, "lanczos_steps": 8, "grid": 50, "bins": 10},
+                "loss_hessian": {"iterations": 12},
+            },
+            "device": "cpu",
+            "dtype": "float64",
+        }
+    )
 
 
 class Phases(NullCallbacks):
@@ -54,7 +66,9 @@ def test_a_run_reports_the_spectrum_at_init_and_end_and_the_split_on_the_kernel_
     wanted = spec.diagnostics.hessian_spectrum
 
     def direct():
-        return hessian_spectrum(net, wanted, x_probe=data.x_probe, x_train=data.x_train, y_train=data.y_train, loss="mse")
+        return hessian_spectrum(
+            net, wanted, x_probe=data.x_probe, x_train=data.x_train, y_train=data.y_train, loss="mse"
+        )
 
     at_init = direct()
     split_init = loss_hessian_split(net, data.x_train, data.y_train, "mse", iterations=12)
@@ -89,8 +103,11 @@ def test_a_run_reports_the_spectrum_at_init_and_end_and_the_split_on_the_kernel_
 
 
 def test_without_the_new_diagnostics_the_summary_and_artifacts_do_not_mention_them():
-    spec = job("loss").model_copy(update={"diagnostics": job("loss").diagnostics.model_copy(
-        update={"hessian_spectrum": None, "loss_hessian": None})})
+    spec = job("loss").model_copy(
+        update={
+            "diagnostics": job("loss").diagnostics.model_copy(update={"hessian_spectrum": None, "loss_hessian": None})
+        }
+    )
     result = run(spec)
     assert not any(name.startswith("hessian_spectrum") for name in result.summary)
     assert "hessian_spectrum.json" not in result.artifacts

@@ -34,16 +34,28 @@ def reference_window_mean(M: torch.Tensor, grid, k: int, stride: int, padding: i
     return torch.einsum("dop,...pq,deq->...oe", U, M, U) / k**2
 
 
-@pytest.mark.parametrize(("grid", "k", "stride", "padding"), [
-    ((8, 8), 3, 1, 1), ((5, 6), 3, 1, 1), ((6, 6), 5, 1, 2), ((4, 4), 1, 1, 0),  # the grid kept: masked shifts
-    ((4, 4), 3, 2, 1), ((5, 5), 2, 1, 0), ((7, 5), 3, 2, 0), ((4, 4), 1, 2, 0), ((5, 6), 3, 1, 2),  # strided slices
-])
+@pytest.mark.parametrize(
+    ("grid", "k", "stride", "padding"),
+    [
+        ((8, 8), 3, 1, 1),
+        ((5, 6), 3, 1, 1),
+        ((6, 6), 5, 1, 2),
+        ((4, 4), 1, 1, 0),  # the grid kept: masked shifts
+        ((4, 4), 3, 2, 1),
+        ((5, 5), 2, 1, 0),
+        ((7, 5), 3, 2, 0),
+        ((4, 4), 1, 2, 0),
+        ((5, 6), 3, 1, 2),  # strided slices
+    ],
+)
 def test_the_window_mean_is_the_sum_of_window_reads(grid, k, stride, padding):
     positions = math.prod(grid)
     M = torch.randn(7, positions, positions, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     window = DiagonalWindow(grid, k, stride, padding)
     expected = reference_window_mean(M, grid, k, stride, padding)
-    assert window.out == tuple(F.conv2d(torch.zeros(1, 1, *grid), torch.zeros(1, 1, k, k), stride=stride, padding=padding).shape[-2:])
+    assert window.out == tuple(
+        F.conv2d(torch.zeros(1, 1, *grid), torch.zeros(1, 1, k, k), stride=stride, padding=padding).shape[-2:]
+    )
     torch.testing.assert_close(window.mean(M), expected, rtol=1e-14, atol=1e-14)
 
 
@@ -51,7 +63,9 @@ def arc_cosine(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch
     """E[relu(u) relu(v)], E[relu'(u) relu'(v)] for (u, v) ~ N(0, [[a, c], [c, b]]) (Cho & Saul 2009)."""
     norm = torch.sqrt(a * b)
     theta = torch.arccos((c / norm).clamp(-1, 1))
-    return norm / (2 * math.pi) * (torch.sin(theta) + (math.pi - theta) * torch.cos(theta)), (math.pi - theta) / (2 * math.pi)
+    return norm / (2 * math.pi) * (torch.sin(theta) + (math.pi - theta) * torch.cos(theta)), (math.pi - theta) / (
+        2 * math.pi
+    )
 
 
 def reference_relu_cnn(x: torch.Tensor, depth: int, side: int) -> tuple[torch.Tensor, torch.Tensor]:

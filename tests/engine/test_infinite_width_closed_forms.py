@@ -175,7 +175,10 @@ def test_quadrature_matches_relu_arc_cosine_at_every_correlation(rho):
 # written out by hand (not autograd), in the whitened coordinates u = √a z₁, v = √b(ρ z₁ + √(1−ρ²) z₂).
 SMOOTH = {
     "tanh": (np.tanh, lambda z: 1 - np.tanh(z) ** 2),
-    "gelu": (lambda z: z * special.ndtr(z), lambda z: special.ndtr(z) + z * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)),
+    "gelu": (
+        lambda z: z * special.ndtr(z),
+        lambda z: special.ndtr(z) + z * np.exp(-z * z / 2) / math.sqrt(2 * math.pi),
+    ),
 }
 
 
@@ -187,7 +190,9 @@ def reference(g, a: float, b: float, rho: float) -> float:
 
     options = dict(epsabs=1e-14, epsrel=1e-13, limit=200)
     if abs(rho) == 1.0:
-        return integrate.quad(lambda z: density(z) * g(math.sqrt(a) * z) * g(rho * math.sqrt(b) * z), -12, 12, points=[0], **options)[0]
+        return integrate.quad(
+            lambda z: density(z) * g(math.sqrt(a) * z) * g(rho * math.sqrt(b) * z), -12, 12, points=[0], **options
+        )[0]
     s = math.sqrt(1 - rho * rho)
 
     def inner(z1):
@@ -197,7 +202,9 @@ def reference(g, a: float, b: float, rho: float) -> float:
 
 
 @pytest.mark.parametrize("name", sorted(SMOOTH))
-@pytest.mark.parametrize("a, b, rho", [(1.0, 1.0, 1.0), (2.5, 0.3, -0.999), (1.0, 2.5, 0.6), (40.0, 40.0, 1.0), (40.0, 10.0, 0.9999)])
+@pytest.mark.parametrize(
+    "a, b, rho", [(1.0, 1.0, 1.0), (2.5, 0.3, -0.999), (1.0, 2.5, 0.6), (40.0, 40.0, 1.0), (40.0, 10.0, 0.9999)]
+)
 def test_smooth_activations_against_adaptive_quadrature(name, a, b, rho):
     """tanh and gelu (no closed form) to 1e-9 against the adaptive reference, small and large variances, ρ = ±1 included."""
     variance = torch.tensor([a, b], dtype=torch.float64)

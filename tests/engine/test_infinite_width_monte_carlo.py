@@ -62,33 +62,61 @@ def test_the_seed_average_approaches_theta_inf_like_m_to_the_minus_half(activati
     and at the wider widths the seed average sits within 3 standard errors of Θ∞."""
     x = points(6, (3,))
     widths = [32, 64, 128, 256, 512]
-    runs = [monte_carlo(ModelSpec(hidden=[m, m], activation=activation, parameterization=parameterization, output_dim=2),
-                        x, 12) for m in widths]
+    runs = [
+        monte_carlo(
+            ModelSpec(hidden=[m, m], activation=activation, parameterization=parameterization, output_dim=2), x, 12
+        )
+        for m in widths
+    ]
     assert -0.65 <= slope(widths, [r.rms for r in runs]) <= -0.35, runs
     assert all(r.average_error <= 3 * r.standard_error for r in runs[-2:]), runs
 
 
 ARCHITECTURES = {
     "cnn, global average pool": lambda m: ModelSpec(
-        kind="cnn", hidden=[m, m], activation=["relu", "erf"], input_shape=[2, 4, 4], output_dim=1),
+        kind="cnn", hidden=[m, m], activation=["relu", "erf"], input_shape=[2, 4, 4], output_dim=1
+    ),
     "cnn, flatten, stride 2": lambda m: ModelSpec(
-        kind="cnn", hidden=[m], activation="gelu", input_shape=[2, 4, 4], readout="flatten", stride=2, output_dim=1),
+        kind="cnn", hidden=[m], activation="gelu", input_shape=[2, 4, 4], readout="flatten", stride=2, output_dim=1
+    ),
     "fc resnet": lambda m: ModelSpec(kind="resnet", hidden=[m, m, m], blocks=2, activation="relu", output_dim=1),
     "conv resnet": lambda m: ModelSpec(
-        kind="resnet", block="conv", hidden=[m, m], blocks=1, activation="relu", input_shape=[2, 4, 4], output_dim=1),
+        kind="resnet", block="conv", hidden=[m, m], blocks=1, activation="relu", input_shape=[2, 4, 4], output_dim=1
+    ),
     "graph: pool, projected residual, flatten": lambda m: ModelSpec(
-        kind="graph", input_shape=[2, 4, 4], output_dim=1, layers=[
-            {"type": "conv2d", "width": m}, {"type": "activation", "name": "relu"},
+        kind="graph",
+        input_shape=[2, 4, 4],
+        output_dim=1,
+        layers=[
+            {"type": "conv2d", "width": m},
+            {"type": "activation", "name": "relu"},
             {"type": "avg_pool", "kernel_size": 2},
-            {"type": "residual", "layers": [{"type": "conv2d", "width": m, "stride": 2},
-                                            {"type": "activation", "name": "swish"}]},
-            {"type": "flatten"}, {"type": "dense", "width": m}, {"type": "activation", "name": "tanh"},
-            {"type": "residual", "scale": 0.5, "layers": [{"type": "dense", "width": m},
-                                                          {"type": "activation", "name": "relu"}]}]),
+            {
+                "type": "residual",
+                "layers": [{"type": "conv2d", "width": m, "stride": 2}, {"type": "activation", "name": "swish"}],
+            },
+            {"type": "flatten"},
+            {"type": "dense", "width": m},
+            {"type": "activation", "name": "tanh"},
+            {
+                "type": "residual",
+                "scale": 0.5,
+                "layers": [{"type": "dense", "width": m}, {"type": "activation", "name": "relu"}],
+            },
+        ],
+    ),
     "graph: tokens, dense per token, mean over tokens": lambda m: ModelSpec(
-        kind="graph", input_shape=[3, 2], output_dim=1, bias=False, layers=[
-            {"type": "activation", "name": "tanh"}, {"type": "dense", "width": m},
-            {"type": "activation", "name": "sigmoid"}, {"type": "global_avg_pool"}]),
+        kind="graph",
+        input_shape=[3, 2],
+        output_dim=1,
+        bias=False,
+        layers=[
+            {"type": "activation", "name": "tanh"},
+            {"type": "dense", "width": m},
+            {"type": "activation", "name": "sigmoid"},
+            {"type": "global_avg_pool"},
+        ],
+    ),
 }
 
 
@@ -114,5 +142,7 @@ def test_one_network_s_distance_at_init_falls_like_m_to_the_minus_half():
         return ModelSpec(hidden=[m], activation="tanh", output_dim=1)
 
     theta = limit_kernels(model(1), x).ntk  # under ntk Θ∞ does not depend on the width
-    distances = [np.mean([kernel_inf_distance(empirical(model(m), x, seed), theta) for seed in range(6)]) for m in widths]
+    distances = [
+        np.mean([kernel_inf_distance(empirical(model(m), x, seed), theta) for seed in range(6)]) for m in widths
+    ]
     assert -0.6 <= slope(widths, distances) <= -0.4, distances

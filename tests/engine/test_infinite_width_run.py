@@ -18,13 +18,15 @@ from workers.engine.run import run
 
 
 def spec(model: dict, **diagnostics) -> JobSpec:
-    return JobSpec.model_validate({
-        "model": {"hidden": [256], "activation": "tanh", **model},
-        "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 4, "classes": 3, "probe": {"n": 6}},
-        "training": {"max_steps": 20, "target_loss": None},
-        "diagnostics": {"infinite_width": {}, "hessian": None, "layer_sensitivity": False, **diagnostics},
-        "dtype": "float64",
-    })
+    return JobSpec.model_validate(
+        {
+            "model": {"hidden": [256], "activation": "tanh", **model},
+            "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 4, "classes": 3, "probe": {"n": 6}},
+            "training": {"max_steps": 20, "target_loss": None},
+            "diagnostics": {"infinite_width": {}, "hessian": None, "layer_sensitivity": False, **diagnostics},
+            "dtype": "float64",
+        }
+    )
 
 
 @pytest.mark.parametrize("head,kernel", [("identity", {}), ("softmax", None)])
@@ -46,7 +48,9 @@ def test_the_run_reports_the_distance_of_the_logits_kernel_at_init_and_at_the_en
     assert k0.shape == (18, 18)
     assert s["kernel_inf_distance_init"] == pytest.approx(kernel_inf_distance(k0, limit.ntk), rel=1e-10)
     assert 0 < s["kernel_inf_distance_init"] < 0.3
-    assert s["kernel_inf_distance_final"] is not None and s["kernel_inf_distance_final"] != s["kernel_inf_distance_init"]
+    assert (
+        s["kernel_inf_distance_final"] is not None and s["kernel_inf_distance_final"] != s["kernel_inf_distance_init"]
+    )
     assert s["lambda_min_inf"] == pytest.approx(np.linalg.eigvalsh(theta)[0], rel=1e-10)
     assert 0 <= s["kernel_inf_quadrature_error"] <= 1e-10
 
@@ -56,7 +60,8 @@ def test_the_distance_is_against_theta_tensor_identity():
     theta = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
     K = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     explicit = torch.linalg.norm(K - torch.kron(theta, torch.eye(3, dtype=torch.float64))) / torch.linalg.norm(
-        torch.kron(theta, torch.eye(3, dtype=torch.float64)))
+        torch.kron(theta, torch.eye(3, dtype=torch.float64))
+    )
     assert kernel_inf_distance(K, theta) == pytest.approx(explicit.item(), rel=1e-13)
 
 
@@ -66,20 +71,50 @@ def test_off_by_default():
 
 REFUSED = {
     "meanfield": ({"parameterization": "meanfield"}, "model.parameterization 'meanfield'"),
-    "max_pool": ({"kind": "graph", "input_shape": [1, 2, 2], "layers": [
-        {"type": "conv2d", "width": 4}, {"type": "max_pool", "kernel_size": 2}, {"type": "flatten"}]},
-        "model.layers.1 (max_pool)"),
-    "layer_norm": ({"kind": "graph", "layers": [{"type": "dense", "width": 4}, {"type": "layer_norm"}]},
-                   "model.layers.1 (layer_norm)"),
-    "activation of an activation": ({"kind": "graph", "layers": [
-        {"type": "dense", "width": 4}, {"type": "activation", "name": "relu"}, {"type": "activation", "name": "tanh"}]},
-        "model.layers.2 (activation)"),
-    "residual without a weight layer": ({"kind": "graph", "layers": [
-        {"type": "dense", "width": 4}, {"type": "residual", "layers": [{"type": "activation", "name": "relu"}]}]},
-        "model.layers.1 (residual)"),
-    "attention inside a residual": ({"kind": "graph", "input_shape": [2, 2], "layers": [
-        {"type": "residual", "layers": [{"type": "dense", "width": 2}, {"type": "self_attention", "width": 2}]},
-        {"type": "global_avg_pool"}]}, "model.layers.0.layers.1 (self_attention)"),
+    "max_pool": (
+        {
+            "kind": "graph",
+            "input_shape": [1, 2, 2],
+            "layers": [{"type": "conv2d", "width": 4}, {"type": "max_pool", "kernel_size": 2}, {"type": "flatten"}],
+        },
+        "model.layers.1 (max_pool)",
+    ),
+    "layer_norm": (
+        {"kind": "graph", "layers": [{"type": "dense", "width": 4}, {"type": "layer_norm"}]},
+        "model.layers.1 (layer_norm)",
+    ),
+    "activation of an activation": (
+        {
+            "kind": "graph",
+            "layers": [
+                {"type": "dense", "width": 4},
+                {"type": "activation", "name": "relu"},
+                {"type": "activation", "name": "tanh"},
+            ],
+        },
+        "model.layers.2 (activation)",
+    ),
+    "residual without a weight layer": (
+        {
+            "kind": "graph",
+            "layers": [
+                {"type": "dense", "width": 4},
+                {"type": "residual", "layers": [{"type": "activation", "name": "relu"}]},
+            ],
+        },
+        "model.layers.1 (residual)",
+    ),
+    "attention inside a residual": (
+        {
+            "kind": "graph",
+            "input_shape": [2, 2],
+            "layers": [
+                {"type": "residual", "layers": [{"type": "dense", "width": 2}, {"type": "self_attention", "width": 2}]},
+                {"type": "global_avg_pool"},
+            ],
+        },
+        "model.layers.0.layers.1 (self_attention)",
+    ),
 }
 
 
@@ -95,4 +130,6 @@ def test_models_without_a_limit_are_refused_naming_the_layer(name):
 
 def test_the_same_models_are_accepted_without_the_diagnostic():
     for model, _ in REFUSED.values():
-        JobSpec.model_validate({"model": {"hidden": [4], **model}, "data": {"kind": "gaussian_mixture", "input_dim": 4}})
+        JobSpec.model_validate(
+            {"model": {"hidden": [4], **model}, "data": {"kind": "gaussian_mixture", "input_dim": 4}}
+        )

@@ -96,8 +96,9 @@ class VGGLike(nn.Module):
         super().__init__()
 
         def conv(c_in, c_out):
-            return ScaledConv2d(c_in, c_out, 3, stride=1, padding=1, bias=True,
-                                weight_multiplier=1 / math.sqrt(9 * c_in), dtype=F64)
+            return ScaledConv2d(
+                c_in, c_out, 3, stride=1, padding=1, bias=True, weight_multiplier=1 / math.sqrt(9 * c_in), dtype=F64
+            )
 
         self.convs = nn.ModuleList([conv(1, 4), conv(4, 4), conv(4, 6)])
         self.fc, self.readout = linear(6 * 2 * 2, 10), linear(10, out)
@@ -159,13 +160,31 @@ GRAPHS = {
     "vgg": lambda: (seeded(VGGLike()), images(4)),
     "tied-and-foreign": lambda: (seeded(TiedAndForeign()), tokens(3, 4, 5)),
     "builtin-mlp": lambda: (
-        build_network(ModelSpec(hidden=[16, 3, 16], activation=["tanh", "identity", "relu"], output_dim=3,
-                                output_activation="softmax"), (5,), seed=1, dtype=F64),
+        build_network(
+            ModelSpec(
+                hidden=[16, 3, 16], activation=["tanh", "identity", "relu"], output_dim=3, output_activation="softmax"
+            ),
+            (5,),
+            seed=1,
+            dtype=F64,
+        ),
         torch.randn(5, 5, dtype=F64, generator=torch.Generator().manual_seed(2)),
     ),
     "builtin-resnet-conv": lambda: (
-        build_network(ModelSpec(kind="resnet", block="conv", hidden=[3], blocks=2, activation="tanh", output_dim=2,
-                                output_activation="tanh"), (1, 8, 8), seed=1, dtype=F64),
+        build_network(
+            ModelSpec(
+                kind="resnet",
+                block="conv",
+                hidden=[3],
+                blocks=2,
+                activation="tanh",
+                output_dim=2,
+                output_activation="tanh",
+            ),
+            (1, 8, 8),
+            seed=1,
+            dtype=F64,
+        ),
         images(5),
     ),
 }
@@ -211,8 +230,15 @@ def test_three_methods_agree_with_the_dense_reference_on_graphs(graph, of):
 def test_rules_cover_the_scaled_layers_and_only_the_rest_falls_back():
     net, x = GRAPHS["transformer-tokens"]()
     fallback = capture(net, x, outputs_of(net, "outputs")).fallback
-    assert fallback == ["position", "block.ln1.weight", "block.ln1.bias", "block.ln2.weight", "block.ln2.bias",
-                        "ln.weight", "ln.bias"]
+    assert fallback == [
+        "position",
+        "block.ln1.weight",
+        "block.ln1.bias",
+        "block.ln2.weight",
+        "block.ln2.bias",
+        "ln.weight",
+        "ln.bias",
+    ]
     vgg, images_ = GRAPHS["vgg"]()
     assert capture(vgg, images_, outputs_of(vgg, "outputs")).fallback == []
 
@@ -220,8 +246,14 @@ def test_rules_cover_the_scaled_layers_and_only_the_rest_falls_back():
 def test_tied_reshaped_in_place_and_functionally_used_weights_fall_back_and_a_layer_called_twice_does_not():
     net, x = GRAPHS["tied-and-foreign"]()
     captured = capture(net, x, outputs_of(net, "outputs"))
-    assert captured.fallback == ["embed.weight", "flat.weight", "flat.bias", "in_place.weight", "plain.weight",
-                                 "plain.bias"]
+    assert captured.fallback == [
+        "embed.weight",
+        "flat.weight",
+        "flat.bias",
+        "in_place.weight",
+        "plain.weight",
+        "plain.bias",
+    ]
     assert list(captured.layers) == [net.twice]
     assert len(captured.layers[net.twice].outputs) == 2
 

@@ -23,14 +23,16 @@ CASES = {
         (5,),
     ),
     "mlp-no-bias-frozen-readout": (
-        dict(hidden=[9, 7], activation="erf", bias=False, output_dim=2, train_output_layer=False), (4,)
+        dict(hidden=[9, 7], activation="erf", bias=False, output_dim=2, train_output_layer=False),
+        (4,),
     ),
     "cnn-global-avg": (dict(kind="cnn", hidden=[3, 4], output_dim=2, output_activation="sigmoid"), (1, 8, 8)),
     "cnn-flatten-strided": (dict(kind="cnn", hidden=[3, 4], output_dim=2, stride=2, readout="flatten"), (1, 8, 8)),
     "resnet-fc": (dict(kind="resnet", hidden=[8], blocks=2, activation="swish", output_dim=2), (5,)),
     "resnet-conv": (
-        dict(kind="resnet", block="conv", hidden=[3], blocks=2, activation="tanh", output_dim=2,
-             output_activation="tanh"),
+        dict(
+            kind="resnet", block="conv", hidden=[3], blocks=2, activation="tanh", output_dim=2, output_activation="tanh"
+        ),
         (1, 8, 8),
     ),
 }
@@ -120,7 +122,9 @@ def test_auto_resolves_to_structured_for_built_networks_and_jacobian_for_foreign
     foreign = build_network(ModelSpec(**fields), shape, seed=0)
     foreign.readout = torch.nn.Linear(8, 2)
     assert resolve_method(foreign, "auto") == "jacobian"
-    assert resolve_method(foreign, "structured") == "structured"  # the plain nn.Linear falls back to per-sample gradients
+    assert (
+        resolve_method(foreign, "structured") == "structured"
+    )  # the plain nn.Linear falls back to per-sample gradients
     with pytest.raises(ValueError, match="unknown kernel method"):
         resolve_method(foreign, "magic")
 

@@ -35,15 +35,32 @@ def arrays() -> tuple[np.ndarray, np.ndarray]:
 def spec(y: np.ndarray, **diagnostics) -> JobSpec:
     """A job on the data set "ds_0…0" holding y, with `stored` as the service fills it in."""
     labels = y.ndim == 1
-    stored = {"points": N, "x_shape": [D], "x_integer": False, "y_width": 1 if labels else C,
-              "y_integer": labels, "y_min": int(y.min()) if labels else None, "y_max": int(y.max()) if labels else None}
-    return JobSpec.model_validate({
-        "seed": 2, "dtype": "float64", "device": "cpu",
-        "data": {"kind": "dataset", "id": "ds_" + "0" * 32, "stored": stored, "probe": {"n": 6}},
-        "model": {"hidden": [16], "activation": "tanh"},
-        "training": {"loss": "cross_entropy", "lr": LR, "max_steps": STEPS, "target_loss": None},
-        "diagnostics": {"kernel": {"points": 4}, "hessian": None, "save_kernels": [], "save_weights": False, **diagnostics},
-    })
+    stored = {
+        "points": N,
+        "x_shape": [D],
+        "x_integer": False,
+        "y_width": 1 if labels else C,
+        "y_integer": labels,
+        "y_min": int(y.min()) if labels else None,
+        "y_max": int(y.max()) if labels else None,
+    }
+    return JobSpec.model_validate(
+        {
+            "seed": 2,
+            "dtype": "float64",
+            "device": "cpu",
+            "data": {"kind": "dataset", "id": "ds_" + "0" * 32, "stored": stored, "probe": {"n": 6}},
+            "model": {"hidden": [16], "activation": "tanh"},
+            "training": {"loss": "cross_entropy", "lr": LR, "max_steps": STEPS, "target_loss": None},
+            "diagnostics": {
+                "kernel": {"points": 4},
+                "hessian": None,
+                "save_kernels": [],
+                "save_weights": False,
+                **diagnostics,
+            },
+        }
+    )
 
 
 def uploads(y: np.ndarray) -> Uploads:
@@ -68,7 +85,9 @@ def test_the_loss_curve_is_torch_cross_entropy_on_the_labels():
     net = build_network(job.model, data.input_shape, seed=0, dtype=torch.float64)
     twin = copy.deepcopy(net)
     curve: list[float] = []
-    train(net, data, job.training, lr=LR, seed=0, callbacks=NullCallbacks(), observe=lambda s, loss, f: curve.append(loss))
+    train(
+        net, data, job.training, lr=LR, seed=0, callbacks=NullCallbacks(), observe=lambda s, loss, f: curve.append(loss)
+    )
 
     inputs, targets = torch.as_tensor(x), torch.as_tensor(labels)
     weights = list(trainable_parameters(twin).values())
@@ -97,9 +116,14 @@ def test_the_gradient_is_that_of_torch_cross_entropy():
         torch.testing.assert_close(mine, reference, rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("diagnostics", [{"loss_hessian": {"iterations": 12}},
-                                         {"hessian_spectrum": {"of": "loss", "probes": 2, "lanczos_steps": 6, "at": ["final"]}}],
-                         ids=["loss_hessian", "hessian_spectrum"])
+@pytest.mark.parametrize(
+    "diagnostics",
+    [
+        {"loss_hessian": {"iterations": 12}},
+        {"hessian_spectrum": {"of": "loss", "probes": 2, "lanczos_steps": 6, "at": ["final"]}},
+    ],
+    ids=["loss_hessian", "hessian_spectrum"],
+)
 def test_the_target_reading_diagnostics_equal_those_of_one_hot_targets(diagnostics):
     _, labels = arrays()
     one_hot = np.eye(C)[labels]
@@ -109,8 +133,9 @@ def test_the_target_reading_diagnostics_equal_those_of_one_hot_targets(diagnosti
         on_rows = run(spec(one_hot, **diagnostics))
     numbers = {name for name, value in on_rows.summary.items() if isinstance(value, float) and "time" not in name}
     assert {"final_loss", "delta_k_max"} <= numbers and set(on_labels.series) == set(on_rows.series)
-    assert {"loss_hessian_norm", "gauss_newton_norm", "loss_hessian_rest_norm"} <= set(on_rows.series) or \
-        "hessian_spectrum_trace_final" in numbers
+    assert {"loss_hessian_norm", "gauss_newton_norm", "loss_hessian_rest_norm"} <= set(
+        on_rows.series
+    ) or "hessian_spectrum_trace_final" in numbers
     for name in numbers:
         assert on_labels.summary[name] == pytest.approx(on_rows.summary[name], rel=1e-9, abs=1e-12), name
     for name, series in on_rows.series.items():

@@ -21,8 +21,14 @@ from workers.engine.ntk import tangent_kernel
 
 CASES = {
     "mse, linear head": (dict(hidden=[5], activation="tanh", output_dim=2), "mse"),
-    "mse, swish head": (dict(hidden=[4, 3], activation=["softplus", "gelu"], output_dim=2, output_activation="swish"), "mse"),
-    "cross-entropy, softmax head": (dict(hidden=[5], activation="tanh", output_dim=3, output_activation="softmax"), "cross_entropy"),
+    "mse, swish head": (
+        dict(hidden=[4, 3], activation=["softplus", "gelu"], output_dim=2, output_activation="swish"),
+        "mse",
+    ),
+    "cross-entropy, softmax head": (
+        dict(hidden=[5], activation="tanh", output_dim=3, output_activation="softmax"),
+        "cross_entropy",
+    ),
 }
 
 
@@ -147,12 +153,20 @@ def rest_norms(head: str, seeds: range) -> list[float]:
     for m in WIDTHS:
         values = []
         for seed in seeds:
-            spec = JobSpec.model_validate({
-                "seed": seed,
-                "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 32, "classes": 2,
-                         "mean_scale": 0.5, "sigma": 0.5},
-                "model": {"hidden": [m], "activation": "softplus", "output_activation": head, "bias": False},
-            })
+            spec = JobSpec.model_validate(
+                {
+                    "seed": seed,
+                    "data": {
+                        "kind": "gaussian_mixture",
+                        "n_train": 16,
+                        "input_dim": 32,
+                        "classes": 2,
+                        "mean_scale": 0.5,
+                        "sigma": 0.5,
+                    },
+                    "model": {"hidden": [m], "activation": "softplus", "output_activation": head, "bias": False},
+                }
+            )
             data = load_data(spec)
             net = build_network(spec.model, data.input_shape, seed=seed)
             values.append(loss_hessian_split(net, data.x_train, data.y_train, "mse", iterations=16).rest_norm)

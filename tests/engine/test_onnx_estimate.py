@@ -55,7 +55,9 @@ def hostile_model() -> bytes:
     nodes += [helper.make_node("Concat", [f"c{i}", f"c{i}"], [f"c{i + 1}"], axis=0) for i in range(DOUBLINGS)]
     nodes += [
         helper.make_node("ReduceMean", [f"c{DOUBLINGS}"], ["mean"], keepdims=0),
-        helper.make_node("ConstantOfShape", ["side"], ["C"], value=numpy_helper.from_array(np.array([1 / SIDE], np.float32))),
+        helper.make_node(
+            "ConstantOfShape", ["side"], ["C"], value=numpy_helper.from_array(np.array([1 / SIDE], np.float32))
+        ),
         helper.make_node("MatMul", ["C", "C"], ["C2"]),
         helper.make_node("ReduceSum", ["C2"], ["sum"], keepdims=0),
         helper.make_node("Mul", ["mean", "sum"], ["scale"]),
@@ -70,8 +72,13 @@ def hostile_model() -> bytes:
         numpy_helper.from_array((rng.normal(size=(D, D)) / np.sqrt(D)).astype(np.float32), "W"),
         numpy_helper.from_array((rng.normal(size=(D, O)) / np.sqrt(D)).astype(np.float32), "V"),
     ]
-    graph = helper.make_graph(nodes, "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", D])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", O])], initializers)
+    graph = helper.make_graph(
+        nodes,
+        "hostile",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", D])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", O])],
+        initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
 
@@ -82,25 +89,48 @@ def job(tmp_path_factory) -> tuple[dict, bytes]:
     path = tmp_path_factory.mktemp("onnx") / "hostile.onnx"
     path.write_bytes(body)
     checked = check_onnx(path, Settings())
-    stored = {"parameters": checked.parameters, "input_shape": [D], "output_dim": O, "input_integer": False,
-              **{name: getattr(checked, name) for name in ("activation_elements", "forward_flops", "constant_bytes",
-                                                           "constant_elements", "folding_flops", "fixed_elements", "fixed_flops")}}
+    stored = {
+        "parameters": checked.parameters,
+        "input_shape": [D],
+        "output_dim": O,
+        "input_integer": False,
+        **{
+            name: getattr(checked, name)
+            for name in (
+                "activation_elements",
+                "forward_flops",
+                "constant_bytes",
+                "constant_elements",
+                "folding_flops",
+                "fixed_elements",
+                "fixed_flops",
+            )
+        },
+    }
     spec = {
         "dtype": "float64",
         "model": {"kind": "onnx", "id": MODEL_ID, "output_dim": O, "stored": stored},
         "data": {"kind": "gaussian_mixture", "n_train": N, "input_dim": D, "classes": O},
         "training": {"max_steps": STEPS, "lr": 0.1},
-        "diagnostics": {"kernel": None, "hessian": None, "linearization_error": False, "layer_sensitivity": False,
-                        "save_kernels": [], "save_weights": False},
+        "diagnostics": {
+            "kernel": None,
+            "hessian": None,
+            "linearization_error": False,
+            "layer_sensitivity": False,
+            "save_kernels": [],
+            "save_weights": False,
+        },
     }
     return spec, body
 
 
 def test_the_upload_counts_the_folded_constants_and_the_weights_square(job):
     stored = job[0]["model"]["stored"]
-    chain = BASE * (2**(DOUBLINGS + 1) - 1)  # c0 … c14
+    chain = BASE * (2 ** (DOUBLINGS + 1) - 1)  # c0 … c14
     assert stored["constant_elements"] == chain + 1 + SIDE**2 + SIDE**2 + 1 + 1
-    assert stored["constant_bytes"] == 8 * stored["constant_elements"], "every folded output a float, counted at 8 bytes"
+    assert stored["constant_bytes"] == 8 * stored["constant_elements"], (
+        "every folded output a float, counted at 8 bytes"
+    )
     assert stored["folding_flops"] >= 2 * SIDE**3
     assert (stored["fixed_elements"], stored["fixed_flops"]) == (D * D, 2 * D**3)
 
@@ -133,8 +163,14 @@ def test_the_estimated_memory_is_within_twice_the_measured_peak(job, tmp_path):
     assert estimate.memory_dominant.name == "constants"
     path = tmp_path / "hostile.onnx"
     path.write_bytes(body)
-    answer = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(spec), str(path)], cwd=REPO, capture_output=True,
-                            text=True, check=False, timeout=300)
+    answer = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(spec), str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert answer.returncode == 0, answer.stderr[-3000:]
     growth = json.loads(answer.stdout.strip().splitlines()[-1])["growth"]
     assert growth > 150 * 2**20, f"the run grew by only {growth} bytes; too small to compare"
@@ -152,11 +188,15 @@ def test_the_estimated_work_of_folding_and_of_training_is_within_twice_the_count
     with FlopCounterMode(display=False) as training:
         train(net, data, spec.training, lr=0.1, seed=spec.seed, callbacks=NullCallbacks(), observe=lambda *_: None)
     folding, steps = conversion.get_total_flops(), training.get_total_flops()
-    print(f"work: folding estimated {work['constants']:.4g}, counted {folding:.4g}; "
-          f"training estimated {work['training']:.4g}, counted {steps:.4g}")
+    print(
+        f"work: folding estimated {work['constants']:.4g}, counted {folding:.4g}; "
+        f"training estimated {work['training']:.4g}, counted {steps:.4g}"
+    )
     assert folding >= 2 * SIDE**3, "the constant square is computed at conversion"
     assert 0.5 <= work["constants"] / folding <= 2, (work["constants"], folding)
     assert 0.5 <= work["training"] / steps <= 2, (work["training"], steps)
     with FlopCounterMode(display=False) as forward:
         net(data.x_train)
-    assert forward.get_total_flops() < 2 * D**3 + 2 * N * D * D + 2 * N * D * O + 1, "W·W once per pass, nothing folded again"
+    assert forward.get_total_flops() < 2 * D**3 + 2 * N * D * D + 2 * N * D * O + 1, (
+        "W·W once per pass, nothing folded again"
+    )

@@ -47,8 +47,13 @@ def W(*shape) -> np.ndarray:
 
 def graph_bytes(nodes, x_shape, out: int, initializers, x_type=D, opset: int = 17) -> bytes:
     """x [n, *x_shape] → nodes → y [n, out]."""
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", x_type, ["n", *x_shape])],
-                              [helper.make_tensor_value_info("y", D, ["n", out])], list(initializers))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", x_type, ["n", *x_shape])],
+        [helper.make_tensor_value_info("y", D, ["n", out])],
+        list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8).SerializeToString()
 
 
@@ -79,7 +84,9 @@ def assert_kernels_agree(net, x, *, covered: bool = True) -> torch.Tensor:
     assert float(reference.abs().max()) > 0
     for method, K in kernels.items():
         torch.testing.assert_close(K, reference, rtol=1e-10, atol=1e-12 * float(reference.abs().max()), msg=method)
-    torch.testing.assert_close(tangent_kernel(net, x, method="auto"), reference, rtol=1e-10, atol=1e-12 * float(reference.abs().max()))
+    torch.testing.assert_close(
+        tangent_kernel(net, x, method="auto"), reference, rtol=1e-10, atol=1e-12 * float(reference.abs().max())
+    )
     return reference
 
 
@@ -130,7 +137,9 @@ def test_transpose_matmul_add_is_a_linear_layer_holding_w_as_stored(bias):
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_matmul_by_an_initializer_with_or_without_add_is_a_linear_layer_holding_its_transpose(bias):
-    nodes = [helper.make_node("MatMul", ["x", "B"], ["m"])] + ([helper.make_node("Add", ["m", "b"], ["z"])] if bias else [])
+    nodes = [helper.make_node("MatMul", ["x", "B"], ["m"])] + (
+        [helper.make_node("Add", ["m", "b"], ["z"])] if bias else []
+    )
     tail, tail_inits = head("z" if bias else "m", 4, reduce_axes=[1])
     B = W(3, 4)
     onnx_bytes = graph_bytes(nodes + tail, [5, 3], 2, [init("B", B)] + ([init("b", W(4))] if bias else []) + tail_inits)
@@ -142,8 +151,9 @@ def test_matmul_by_an_initializer_with_or_without_add_is_a_linear_layer_holding_
     assert_kernels_agree(net, torch.as_tensor(x))
 
 
-@pytest.mark.parametrize("trans_b, alpha, beta, bias", [(1, 1.0, 1.0, True), (0, 1.0, 1.0, True), (1, 0.5, 2.0, True),
-                                                         (0, 1.5, 1.0, False)])
+@pytest.mark.parametrize(
+    "trans_b, alpha, beta, bias", [(1, 1.0, 1.0, True), (0, 1.0, 1.0, True), (1, 0.5, 2.0, True), (0, 1.5, 1.0, False)]
+)
 def test_gemm_is_a_linear_layer_with_alpha_and_beta_as_multipliers(trans_b, alpha, beta, bias):
     w = W(4, 3) if trans_b else W(3, 4)
     inputs = ["x", "w"] + (["b"] if bias else [])
@@ -159,10 +169,15 @@ def test_gemm_is_a_linear_layer_with_alpha_and_beta_as_multipliers(trans_b, alph
 
 
 def test_linear_of_a_2d_input_keeps_the_dense_rule():
-    nodes = [helper.make_node("Transpose", ["w"], ["wt"]), helper.make_node("MatMul", ["x", "wt"], ["m"]),
-             helper.make_node("Add", ["m", "b"], ["z"])]
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["wt"]),
+        helper.make_node("MatMul", ["x", "wt"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["z"]),
+    ]
     tail, tail_inits = head("z", 4)
-    onnx_bytes = graph_bytes(nodes + tail, [3], 2, [init("w", W(4, 3)), init("b", W(4))] + tail_inits)  # perm omitted: reversed
+    onnx_bytes = graph_bytes(
+        nodes + tail, [3], 2, [init("w", W(4, 3)), init("b", W(4))] + tail_inits
+    )  # perm omitted: reversed
     x = rng.normal(size=(6, 3))
     net = converted(onnx_bytes, x)
     assert kinds(net) == ["ScaledLinear", "ScaledLinear"]
@@ -172,13 +187,27 @@ def test_linear_of_a_2d_input_keeps_the_dense_rule():
 def flattened_gemm(target: list[int] | None):
     """x [n, T, 4] → Reshape(x, target or [-1, 4] from Shape(x)) → Gemm(·, W, b) → Reshape back to [n, T, 5] → head
     (how torch exports GPT-2's Conv1D: x.view(-1, d), addmm, view)."""
-    nodes = [helper.make_node("Gemm", ["a", "w", "b"], ["g"]), helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Slice", ["s", "zero", "two"], ["lead"]), helper.make_node("Concat", ["lead", "five"], ["back"], axis=0),
-             helper.make_node("Reshape", ["g", "back"], ["z"])]
-    inits = [init("w", W(4, 5)), init("b", W(5)), init("zero", np.array([0])), init("two", np.array([2])), init("five", np.array([5]))]
+    nodes = [
+        helper.make_node("Gemm", ["a", "w", "b"], ["g"]),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "zero", "two"], ["lead"]),
+        helper.make_node("Concat", ["lead", "five"], ["back"], axis=0),
+        helper.make_node("Reshape", ["g", "back"], ["z"]),
+    ]
+    inits = [
+        init("w", W(4, 5)),
+        init("b", W(5)),
+        init("zero", np.array([0])),
+        init("two", np.array([2])),
+        init("five", np.array([5])),
+    ]
     if target is None:
-        nodes = [helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Slice", ["xs", "two", "three"], ["d"]),
-                 helper.make_node("Concat", ["minus", "d"], ["flat"], axis=0), helper.make_node("Reshape", ["x", "flat"], ["a"])] + nodes
+        nodes = [
+            helper.make_node("Shape", ["x"], ["xs"]),
+            helper.make_node("Slice", ["xs", "two", "three"], ["d"]),
+            helper.make_node("Concat", ["minus", "d"], ["flat"], axis=0),
+            helper.make_node("Reshape", ["x", "flat"], ["a"]),
+        ] + nodes
         inits += [init("three", np.array([3])), init("minus", np.array([-1]))]
     else:
         nodes = [helper.make_node("Reshape", ["x", "flat"], ["a"])] + nodes
@@ -200,8 +229,11 @@ def test_gemm_of_flattened_tokens_is_a_linear_layer_on_the_tokens(target):
 
 def test_gemm_of_a_reshape_that_mixes_tokens_falls_back():
     """[n, 6, 4] → [n·3, 8]: rows mix two tokens, the layer's calls are not batched over the points."""
-    nodes = [helper.make_node("Reshape", ["x", "flat"], ["a"]), helper.make_node("Gemm", ["a", "w"], ["g"]),
-             helper.make_node("Reshape", ["g", "back"], ["z"])]
+    nodes = [
+        helper.make_node("Reshape", ["x", "flat"], ["a"]),
+        helper.make_node("Gemm", ["a", "w"], ["g"]),
+        helper.make_node("Reshape", ["g", "back"], ["z"]),
+    ]
     tail, tail_inits = head("z", 5, reduce_axes=[1])
     inits = [init("flat", np.array([-1, 8])), init("w", W(8, 5)), init("back", np.array([-1, 3, 5]))] + tail_inits
     x = rng.normal(size=(3, 6, 4))
@@ -216,10 +248,14 @@ def test_gemm_of_a_reshape_that_mixes_tokens_falls_back():
 
 def test_a_tied_weight_is_not_absorbed_and_its_kernel_is_still_exact():
     """B read by two MatMuls (tied), W's Transpose read twice: both stay `weights` parameters (fallback)."""
-    nodes = [helper.make_node("MatMul", ["x", "B"], ["m1"]), helper.make_node("Tanh", ["m1"], ["t1"]),
-             helper.make_node("MatMul", ["t1", "B"], ["m2"]),
-             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]), helper.make_node("MatMul", ["m2", "wt"], ["m3"]),
-             helper.make_node("MatMul", ["m3", "wt"], ["z"])]
+    nodes = [
+        helper.make_node("MatMul", ["x", "B"], ["m1"]),
+        helper.make_node("Tanh", ["m1"], ["t1"]),
+        helper.make_node("MatMul", ["t1", "B"], ["m2"]),
+        helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["m2", "wt"], ["m3"]),
+        helper.make_node("MatMul", ["m3", "wt"], ["z"]),
+    ]
     tail, tail_inits = head("z", 3, reduce_axes=[1])
     onnx_bytes = graph_bytes(nodes + tail, [4, 3], 2, [init("B", W(3, 3)), init("w", W(3, 3))] + tail_inits)
     x = rng.normal(size=(3, 4, 3))
@@ -243,8 +279,11 @@ def test_a_bias_that_is_not_a_vector_of_the_output_width_stays_an_add():
 
 def test_a_matmul_read_twice_keeps_its_output_and_a_graph_output_is_never_fused_away():
     """m = x·B is read by the Add and by a Mul: the Linear is bias-free and the Add stays."""
-    nodes = [helper.make_node("MatMul", ["x", "B"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
-             helper.make_node("Mul", ["m", "a"], ["z"])]
+    nodes = [
+        helper.make_node("MatMul", ["x", "B"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["a"]),
+        helper.make_node("Mul", ["m", "a"], ["z"]),
+    ]
     tail, tail_inits = head("z", 4)
     onnx_bytes = graph_bytes(nodes + tail, [3], 2, [init("B", W(3, 4)), init("b", W(4))] + tail_inits)
     x = rng.normal(size=(4, 3))
@@ -252,8 +291,13 @@ def test_a_matmul_read_twice_keeps_its_output_and_a_graph_output_is_never_fused_
     assert "layers.0.bias" not in net.parameter_sources and "weights.b" in net.parameter_sources
     assert_kernels_agree(net, torch.as_tensor(x), covered=False)
     exposed = [helper.make_node("MatMul", ["x", "B"], ["y"]), helper.make_node("Add", ["y", "b"], ["unused"])]
-    graph = helper.make_graph(exposed, "g", [helper.make_tensor_value_info("x", D, ["n", 3])],
-                              [helper.make_tensor_value_info("y", D, ["n", 4])], [init("B", W(3, 4)), init("b", W(4))])
+    graph = helper.make_graph(
+        exposed,
+        "g",
+        [helper.make_tensor_value_info("x", D, ["n", 3])],
+        [helper.make_tensor_value_info("y", D, ["n", 4])],
+        [init("B", W(3, 4)), init("b", W(4))],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     net = converted(model.SerializeToString(), x, out=4)
     assert "layers.0.bias" not in net.parameter_sources
@@ -319,9 +363,13 @@ CONVS = {
 def conv_graph(name: str, bias: bool = True) -> tuple[bytes, tuple]:
     shape, attributes, x_shape = CONVS[name]
     inputs = ["x", "w"] + (["b"] if bias else [])
-    nodes = [helper.make_node("Conv", inputs, ["c"], **attributes), helper.make_node("Tanh", ["c"], ["h"]),
-             helper.make_node("GlobalAveragePool", ["h"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "head_w"], ["y"], transB=1)]
+    nodes = [
+        helper.make_node("Conv", inputs, ["c"], **attributes),
+        helper.make_node("Tanh", ["c"], ["h"]),
+        helper.make_node("GlobalAveragePool", ["h"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "head_w"], ["y"], transB=1),
+    ]
     inits = [init("w", W(*shape)), init("head_w", W(2, shape[0]))] + ([init("b", W(shape[0]))] if bias else [])
     return graph_bytes(nodes, list(x_shape), 2, inits), x_shape
 
@@ -335,8 +383,11 @@ def test_every_conv_variant_is_a_layer_with_the_exact_kernel(name):
     assert type(layer) is (ScaledConv1d if len(x_shape) == 2 else ScaledConv2d)
     assert layer.groups == CONVS[name][1].get("group", 1)
     assert tuple(layer.weight.shape) == CONVS[name][0]  # the initializer's own shape
-    assert net.parameter_sources == {"layers.0.weight": ("w", False), "layers.0.bias": ("b", False),
-                                     "layers.1.weight": ("head_w", False)}
+    assert net.parameter_sources == {
+        "layers.0.weight": ("w", False),
+        "layers.0.bias": ("b", False),
+        "layers.1.weight": ("head_w", False),
+    }
     assert_kernels_agree(net, torch.as_tensor(x))
 
 
@@ -357,10 +408,15 @@ def test_per_sample_and_position_sum_rules_agree_on_convolutions(name, per_sampl
 
 
 def test_a_conv_weight_read_twice_is_not_absorbed():
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Tanh", ["c1"], ["t"]),
-             helper.make_node("Conv", ["t", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Tanh", ["c"], ["h"]),
-             helper.make_node("GlobalAveragePool", ["h"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "head_w"], ["y"], transB=1)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Tanh", ["c1"], ["t"]),
+        helper.make_node("Conv", ["t", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Tanh", ["c"], ["h"]),
+        helper.make_node("GlobalAveragePool", ["h"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "head_w"], ["y"], transB=1),
+    ]
     onnx_bytes = graph_bytes(nodes, [2, 4, 4], 2, [init("w", W(2, 2, 3, 3)), init("head_w", W(2, 2))])
     x = rng.normal(size=(3, 2, 4, 4))
     net = converted(onnx_bytes, x)
@@ -385,8 +441,11 @@ def test_gather_of_a_table_is_an_embedding_and_negative_ids_count_from_the_end(a
 
 def test_gather_at_constant_ids_stays_a_fallback_parameter():
     """A position table read at constant ids [1, T] is the same for every point: not an embedding layer."""
-    nodes = [helper.make_node("Gather", ["E", "x"], ["e"]), helper.make_node("Gather", ["P", "positions"], ["p"]),
-             helper.make_node("Add", ["e", "p"], ["z"])]
+    nodes = [
+        helper.make_node("Gather", ["E", "x"], ["e"]),
+        helper.make_node("Gather", ["P", "positions"], ["p"]),
+        helper.make_node("Add", ["e", "p"], ["z"]),
+    ]
     tail, tail_inits = head("z", 4, reduce_axes=[1])
     inits = [init("E", W(7, 4)), init("P", W(5, 4)), init("positions", np.arange(5)[None, :])] + tail_inits
     onnx_bytes = graph_bytes(nodes + tail, [5], 2, inits, x_type=TensorProto.INT64)
@@ -460,21 +519,43 @@ EXPORTS = {
     "linear_no_bias": (lambda: SequenceLinear(bias=False), lambda: torch.randn(4, 5, 3, dtype=F64), ["Linear"] * 3),
     "gpt2_conv1d": (GPT2Style, lambda: torch.randn(4, 5, 3, dtype=F64), ["Linear"] * 3),
     "embedding": (Tokens, lambda: torch.randint(0, 9, (4, 6)), ["Embedding", "Linear", "Linear"]),
-    "depthwise": (lambda: image_net(nn.Conv2d(3, 6, 1), nn.Conv2d(6, 6, 3, padding=1, groups=6, bias=False), channels=6),
-                  lambda: torch.randn(3, 3, 6, 6, dtype=F64), ["Conv2d", "Conv2d", "Linear"]),
-    "grouped": (lambda: image_net(nn.Conv2d(4, 6, 3, groups=2, stride=2), channels=6),
-                lambda: torch.randn(3, 4, 7, 7, dtype=F64), ["Conv2d", "Linear"]),
-    "dilated": (lambda: image_net(nn.Conv2d(2, 3, 3, dilation=2, padding=2), channels=3),
-                lambda: torch.randn(3, 2, 7, 6, dtype=F64), ["Conv2d", "Linear"]),
-    "rectangular": (lambda: image_net(nn.Conv2d(2, 3, (3, 1), stride=(2, 1), padding=(1, 2)), channels=3),
-                    lambda: torch.randn(3, 2, 7, 5, dtype=F64), ["Conv2d", "Linear"]),
-    "zero_pad": (lambda: image_net(nn.ZeroPad2d((1, 2, 0, 1)), nn.Conv2d(2, 3, 2), channels=3),
-                 lambda: torch.randn(3, 2, 5, 5, dtype=F64), ["Conv2d", "Linear"]),
-    "same_even_kernel": (lambda: image_net(nn.Conv2d(2, 3, (2, 4), padding="same"), channels=3),
-                         lambda: torch.randn(3, 2, 5, 6, dtype=F64), ["Conv2d", "Linear"]),
-    "conv1d": (lambda: image_net(nn.Conv1d(2, 4, 3, padding=1), nn.Conv1d(4, 4, 3, stride=2, dilation=2, groups=4, padding=(2,)),
-                                 channels=4),
-               lambda: torch.randn(3, 2, 11, dtype=F64), ["Conv1d", "Conv1d", "Linear"]),
+    "depthwise": (
+        lambda: image_net(nn.Conv2d(3, 6, 1), nn.Conv2d(6, 6, 3, padding=1, groups=6, bias=False), channels=6),
+        lambda: torch.randn(3, 3, 6, 6, dtype=F64),
+        ["Conv2d", "Conv2d", "Linear"],
+    ),
+    "grouped": (
+        lambda: image_net(nn.Conv2d(4, 6, 3, groups=2, stride=2), channels=6),
+        lambda: torch.randn(3, 4, 7, 7, dtype=F64),
+        ["Conv2d", "Linear"],
+    ),
+    "dilated": (
+        lambda: image_net(nn.Conv2d(2, 3, 3, dilation=2, padding=2), channels=3),
+        lambda: torch.randn(3, 2, 7, 6, dtype=F64),
+        ["Conv2d", "Linear"],
+    ),
+    "rectangular": (
+        lambda: image_net(nn.Conv2d(2, 3, (3, 1), stride=(2, 1), padding=(1, 2)), channels=3),
+        lambda: torch.randn(3, 2, 7, 5, dtype=F64),
+        ["Conv2d", "Linear"],
+    ),
+    "zero_pad": (
+        lambda: image_net(nn.ZeroPad2d((1, 2, 0, 1)), nn.Conv2d(2, 3, 2), channels=3),
+        lambda: torch.randn(3, 2, 5, 5, dtype=F64),
+        ["Conv2d", "Linear"],
+    ),
+    "same_even_kernel": (
+        lambda: image_net(nn.Conv2d(2, 3, (2, 4), padding="same"), channels=3),
+        lambda: torch.randn(3, 2, 5, 6, dtype=F64),
+        ["Conv2d", "Linear"],
+    ),
+    "conv1d": (
+        lambda: image_net(
+            nn.Conv1d(2, 4, 3, padding=1), nn.Conv1d(4, 4, 3, stride=2, dilation=2, groups=4, padding=(2,)), channels=4
+        ),
+        lambda: torch.randn(3, 2, 11, dtype=F64),
+        ["Conv1d", "Conv1d", "Linear"],
+    ),
 }
 
 

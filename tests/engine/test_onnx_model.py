@@ -16,14 +16,14 @@ from torch import nn
 
 from api_schemas.spec import JobSpec, ModelSpec
 from api_schemas.uploads import ONNX_OPERATORS
+from tests.engine.dense_reference import dense_hessian
+from tests.upload_files import mlp_model
 from workers.engine.hessian import model_hessian
 from workers.engine.nets import build_network, trainable_parameters
 from workers.engine.ntk import resolve_method, tangent_kernel
 from workers.engine.onnx_model import OnnxConversionError, build_onnx_network
 from workers.engine.run import run
 from workers.engine.uploads import Uploads, provided
-from tests.engine.dense_reference import dense_hessian
-from tests.upload_files import mlp_model
 
 D = TensorProto.DOUBLE
 MODEL_ID = "mdl_" + "0" * 32
@@ -35,8 +35,13 @@ def spec_for(out: int) -> ModelSpec:
 
 
 def graph_model(nodes, x_shape, y_shape, initializers=(), x_type=D, opset=17):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", x_type, x_shape)],
-                              [helper.make_tensor_value_info("y", D, y_shape)], list(initializers))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", x_type, x_shape)],
+        [helper.make_tensor_value_info("y", D, y_shape)],
+        list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -50,9 +55,21 @@ def W(*shape):
 
 # One small graph per operator: (nodes, x shape, initializers, x value); the output is y.
 CASES = {
-    "Gemm": ([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], [3, 4], [init("w", W(2, 4)), init("b", W(2))]),
-    "Gemm_scaled": ([helper.make_node("Gemm", ["x", "w", "b"], ["y"], alpha=0.5, beta=2.0)], [3, 4], [init("w", W(4, 2)), init("b", W(2))]),
-    "MatMul": ([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])], [3, 4], [init("w", W(4, 2)), init("b", W(2))]),
+    "Gemm": (
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)],
+        [3, 4],
+        [init("w", W(2, 4)), init("b", W(2))],
+    ),
+    "Gemm_scaled": (
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], alpha=0.5, beta=2.0)],
+        [3, 4],
+        [init("w", W(4, 2)), init("b", W(2))],
+    ),
+    "MatMul": (
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])],
+        [3, 4],
+        [init("w", W(4, 2)), init("b", W(2))],
+    ),
     "Sub": ([helper.make_node("Sub", ["x", "c"], ["y"])], [3, 4], [init("c", W(4))]),
     "Mul": ([helper.make_node("Mul", ["x", "c"], ["y"])], [3, 4], [init("c", W(3, 4))]),
     "Div": ([helper.make_node("Div", ["x", "c"], ["y"])], [3, 4], [init("c", W(4) + 3)]),
@@ -69,33 +86,104 @@ CASES = {
     "Erf": ([helper.make_node("Erf", ["x"], ["y"])], [3, 4], []),
     "Softmax": ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [3, 4], []),
     "LogSoftmax": ([helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)], [3, 4], []),
-    "Conv": ([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
-              helper.make_node("Flatten", ["c"], ["y"])], [2, 2, 5, 5], [init("w", W(3, 2, 3, 3)), init("b", W(3))]),
-    "Conv_grouped": ([helper.make_node("Conv", ["x", "w"], ["c"], group=2, pads=[0, 1, 1, 0], dilations=[1, 2]),
-                      helper.make_node("Flatten", ["c"], ["y"])], [2, 2, 5, 5], [init("w", W(4, 1, 2, 2))]),
-    "MaxPool": ([helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-                 helper.make_node("Flatten", ["p"], ["y"])], [2, 2, 5, 5], []),
-    "AveragePool": ([helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
-                     helper.make_node("Flatten", ["p"], ["y"])], [2, 2, 4, 4], []),
-    "GlobalAveragePool": ([helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["y"])], [2, 3, 4, 4], []),
-    "LayerNormalization": ([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)], [3, 4], [init("s", W(4)), init("b", W(4))]),
-    "BatchNormalization": ([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"]), helper.make_node("Flatten", ["n"], ["y"])],
-                           [2, 3, 2, 2], [init("s", W(3)), init("b", W(3)), init("m", W(3)), init("v", np.abs(W(3)) + 0.5)]),
+    "Conv": (
+        [
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+            helper.make_node("Flatten", ["c"], ["y"]),
+        ],
+        [2, 2, 5, 5],
+        [init("w", W(3, 2, 3, 3)), init("b", W(3))],
+    ),
+    "Conv_grouped": (
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], group=2, pads=[0, 1, 1, 0], dilations=[1, 2]),
+            helper.make_node("Flatten", ["c"], ["y"]),
+        ],
+        [2, 2, 5, 5],
+        [init("w", W(4, 1, 2, 2))],
+    ),
+    "MaxPool": (
+        [
+            helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+            helper.make_node("Flatten", ["p"], ["y"]),
+        ],
+        [2, 2, 5, 5],
+        [],
+    ),
+    "AveragePool": (
+        [
+            helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+            helper.make_node("Flatten", ["p"], ["y"]),
+        ],
+        [2, 2, 4, 4],
+        [],
+    ),
+    "GlobalAveragePool": (
+        [helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["y"])],
+        [2, 3, 4, 4],
+        [],
+    ),
+    "LayerNormalization": (
+        [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+        [3, 4],
+        [init("s", W(4)), init("b", W(4))],
+    ),
+    "BatchNormalization": (
+        [
+            helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"]),
+            helper.make_node("Flatten", ["n"], ["y"]),
+        ],
+        [2, 3, 2, 2],
+        [init("s", W(3)), init("b", W(3)), init("m", W(3)), init("v", np.abs(W(3)) + 0.5)],
+    ),
     "Reshape": ([helper.make_node("Reshape", ["x", "shape"], ["y"])], [2, 3, 4], [init("shape", np.array([0, -1]))]),
-    "Transpose": ([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), helper.make_node("Flatten", ["t"], ["y"])], [2, 3, 4], []),
+    "Transpose": (
+        [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), helper.make_node("Flatten", ["t"], ["y"])],
+        [2, 3, 4],
+        [],
+    ),
     "Squeeze": ([helper.make_node("Squeeze", ["x", "axes"], ["y"])], [3, 1, 4], [init("axes", np.array([1]))]),
-    "Unsqueeze": ([helper.make_node("Unsqueeze", ["x", "axes"], ["u"]), helper.make_node("Flatten", ["u"], ["y"])], [3, 4], [init("axes", np.array([1, -1]))]),
+    "Unsqueeze": (
+        [helper.make_node("Unsqueeze", ["x", "axes"], ["u"]), helper.make_node("Flatten", ["u"], ["y"])],
+        [3, 4],
+        [init("axes", np.array([1, -1]))],
+    ),
     "Concat": ([helper.make_node("Concat", ["x", "c"], ["y"], axis=1)], [3, 4], [init("c", W(3, 2))]),
     "ReduceMean": ([helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)], [3, 4, 2], []),
-    "ReduceSum": ([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], [3, 4, 2], [init("axes", np.array([2]))]),
+    "ReduceSum": (
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
+        [3, 4, 2],
+        [init("axes", np.array([2]))],
+    ),
     "Identity": ([helper.make_node("Identity", ["x"], ["y"])], [3, 4], []),
     "Dropout": ([helper.make_node("Dropout", ["x"], ["y"])], [3, 4], []),
-    "Constant": ([helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(W(4))), helper.make_node("Add", ["x", "c"], ["y"])], [3, 4], []),
-    "Cast": ([helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT64), helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT)], [3, 4], []),
-    "Shape": ([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["g"], axis=0),
-               helper.make_node("Unsqueeze", ["g", "ax"], ["u"]), helper.make_node("Concat", ["u", "minus"], ["t"], axis=0),
-               helper.make_node("Reshape", ["x", "t"], ["y"])], [3, 2, 2],
-              [init("zero", np.array(0)), init("ax", np.array([0])), init("minus", np.array([-1]))]),
+    "Constant": (
+        [
+            helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(W(4))),
+            helper.make_node("Add", ["x", "c"], ["y"]),
+        ],
+        [3, 4],
+        [],
+    ),
+    "Cast": (
+        [
+            helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT64),
+            helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT),
+        ],
+        [3, 4],
+        [],
+    ),
+    "Shape": (
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Gather", ["s", "zero"], ["g"], axis=0),
+            helper.make_node("Unsqueeze", ["g", "ax"], ["u"]),
+            helper.make_node("Concat", ["u", "minus"], ["t"], axis=0),
+            helper.make_node("Reshape", ["x", "t"], ["y"]),
+        ],
+        [3, 2, 2],
+        [init("zero", np.array(0)), init("ax", np.array([0])), init("minus", np.array([-1]))],
+    ),
     "Gelu": ([helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")], [3, 4], []),
     "Add": ([helper.make_node("Add", ["x", "x"], ["y"])], [3, 4], []),
 }
@@ -134,13 +222,23 @@ def test_each_operator_matches_the_onnx_reference(name):
 
 def test_gather_as_an_embedding_on_integer_tokens():
     table = W(10, 4)
-    model = graph_model([helper.make_node("Gather", ["e", "x"], ["g"], axis=0), helper.make_node("ReduceMean", ["g"], ["y"], axes=[1], keepdims=0)],
-                        ["n", 5], ["n", 4], [init("e", table)], x_type=TensorProto.INT64)
+    model = graph_model(
+        [
+            helper.make_node("Gather", ["e", "x"], ["g"], axis=0),
+            helper.make_node("ReduceMean", ["g"], ["y"], axes=[1], keepdims=0),
+        ],
+        ["n", 5],
+        ["n", 4],
+        [init("e", table)],
+        x_type=TensorProto.INT64,
+    )
     tokens = rng.integers(0, 10, size=(3, 5))
     net = build_onnx_network(spec_for(4), model.SerializeToString(), dtype=torch.float64)
     got = net(torch.as_tensor(tokens)).detach().numpy()
     np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": tokens})[0], rtol=1e-12)
-    assert [name for name, p in net.named_parameters()] == ["layers.0.weight"]  # a ScaledEmbedding (test_onnx_layers.py)
+    assert [name for name, p in net.named_parameters()] == [
+        "layers.0.weight"
+    ]  # a ScaledEmbedding (test_onnx_layers.py)
     assert net.parameter_sources == {"layers.0.weight": ("e", False)}
 
 
@@ -154,9 +252,15 @@ def test_weights_are_trainable_and_linear_layers_take_the_structured_path():
 
 
 def test_an_unsupported_variant_names_its_node():
-    model = graph_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", name="/encoder/up/Resize")],
-                        ["n", 1, 4, 4], None, [init("s", np.array([1.0, 1.0, 2.0, 2.0]))])
-    with pytest.raises(OnnxConversionError, match=r"mode=cubic is not supported.*node '/encoder/up/Resize', module /encoder/up"):
+    model = graph_model(
+        [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", name="/encoder/up/Resize")],
+        ["n", 1, 4, 4],
+        None,
+        [init("s", np.array([1.0, 1.0, 2.0, 2.0]))],
+    )
+    with pytest.raises(
+        OnnxConversionError, match=r"mode=cubic is not supported.*node '/encoder/up/Resize', module /encoder/up"
+    ):
         build_onnx_network(spec_for(1), model.SerializeToString())
     made_up = graph_model([helper.make_node("Relu", ["x"], ["y"], name="act", shiny=1)], ["n", 4], None)
     with pytest.raises(OnnxConversionError, match="Relu attribute shiny is not supported"):
@@ -207,16 +311,32 @@ class PreLNBlock(nn.Module):
         n, T, d = x.shape
         h = self.ln1(x)
         q, k, v = self.split(self.q(h)), self.split(self.k(h)), self.split(self.v(h))
-        attention = torch.softmax(q @ k.transpose(-2, -1) / self.d_head ** 0.5, dim=-1)
+        attention = torch.softmax(q @ k.transpose(-2, -1) / self.d_head**0.5, dim=-1)
         x = x + self.proj((attention @ v).transpose(1, 2).reshape(n, T, d))
         x = x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
         return self.head(x.mean(1))
 
 
 EXPORTS = {
-    "mlp": (lambda: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 2)), (5, 4), "structured"),
-    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, stride=2, padding=1),
-                                  nn.Softplus(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)), (5, 1, 8, 8), "structured"),
+    "mlp": (
+        lambda: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 2)),
+        (5, 4),
+        "structured",
+    ),
+    "cnn": (
+        lambda: nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(4, 4, 3, stride=2, padding=1),
+            nn.Softplus(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 2),
+        ),
+        (5, 1, 8, 8),
+        "structured",
+    ),
     "view": (Flattened, (5, 1, 6, 6), "structured"),
     "tokens": (Tokens, (5, 7), "jacobian"),
     "transformer": (PreLNBlock, (5, 4, 8), "jacobian"),
@@ -227,8 +347,16 @@ def export(module: nn.Module, x: torch.Tensor) -> bytes:
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, (x,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, keep_initializers_as_inputs=True)
+        torch.onnx.export(
+            module,
+            (x,),
+            buffer,
+            dynamo=False,
+            input_names=["x"],
+            output_names=["y"],
+            dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+            keep_initializers_as_inputs=True,
+        )
     return buffer.getvalue()
 
 
@@ -250,8 +378,19 @@ def test_a_torch_export_converts_back_to_the_same_function_and_kernel(name):
 
 TINY_EXPORTS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 6), nn.GELU(), nn.Linear(6, 1)), (2, 3)),
-    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.MaxPool2d(2), nn.Conv2d(2, 2, 3, padding=1),
-                                  nn.Softplus(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2, 1)), (2, 1, 6, 6)),
+    "cnn": (
+        lambda: nn.Sequential(
+            nn.Conv2d(1, 2, 3, padding=1),
+            nn.Tanh(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(2, 2, 3, padding=1),
+            nn.Softplus(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(2, 1),
+        ),
+        (2, 1, 6, 6),
+    ),
     "transformer": (lambda: PreLNBlock(d=4, heads=2, hidden=6, out=1), (2, 3, 4)),
 }
 
@@ -288,18 +427,32 @@ def test_lanczos_on_an_onnx_export_matches_the_dense_hessian(name):
 def test_an_onnx_mlp_with_the_built_in_standard_weights_gives_the_same_kernel_and_hessian():
     """float64: the uploaded copy of a built-in standard-parameterization MLP measures the same to 1e-10."""
     common = {
-        "seed": 3, "dtype": "float64",
+        "seed": 3,
+        "dtype": "float64",
         "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 3, "classes": 2, "probe": {"n": 6}},
         "training": {"max_steps": 20, "lr": 0.05, "target_loss": None},
-        "diagnostics": {"kernel": {"schedule": "every", "every": 5}, "hessian": {"at": ["init", "final"], "probe_points": 2, "iterations": 30}},
+        "diagnostics": {
+            "kernel": {"schedule": "every", "every": 5},
+            "hessian": {"at": ["init", "final"], "probe_points": 2, "iterations": 30},
+        },
     }
-    builtin = JobSpec.model_validate({**common, "model": {"hidden": [16], "activation": "tanh", "parameterization": "standard"}})
+    builtin = JobSpec.model_validate(
+        {**common, "model": {"hidden": [16], "activation": "tanh", "parameterization": "standard"}}
+    )
     net = build_network(builtin.model, (3,), seed=3, dtype=torch.float64)
     layer, readout = net.stages[0].layer, net.readout
     weights = [t.detach().numpy() for t in (layer.weight, layer.bias, readout.weight, readout.bias)]
     onnx_bytes = mlp_model(weights, activation="Tanh").SerializeToString()
-    uploaded = JobSpec.model_validate({**common, "model": {"kind": "onnx", "id": MODEL_ID,
-                                                           "stored": {"parameters": 98, "input_shape": [3], "output_dim": 2}}})
+    uploaded = JobSpec.model_validate(
+        {
+            **common,
+            "model": {
+                "kind": "onnx",
+                "id": MODEL_ID,
+                "stored": {"parameters": 98, "input_shape": [3], "output_dim": 2},
+            },
+        }
+    )
     expected = run(builtin, device="cpu")
     with provided(Uploads(models={MODEL_ID: onnx_bytes})):
         got = run(uploaded, device="cpu")
@@ -319,17 +472,29 @@ def test_uploaded_tokens_train_an_onnx_embedding_model():
     tokens = torch.randint(0, 10, (12, 7))
     onnx_bytes = export(module, tokens)
     dataset_id = "ds_" + "2" * 32
-    spec = JobSpec.model_validate({
-        "dtype": "float64",
-        "model": {"kind": "onnx", "id": MODEL_ID, "stored": {"parameters": 10 * 6 + 12 + 14, "input_shape": [7], "output_dim": 2,
-                                                             "input_integer": True}},
-        "data": {"kind": "dataset", "id": dataset_id, "n_train": 10, "probe": {"n": 4},
-                 "stored": {"points": 12, "x_shape": [7], "x_integer": True, "y_width": 2}},
-        "training": {"max_steps": 5, "lr": 0.1, "target_loss": None},
-        "diagnostics": {"hessian": {"iterations": 6, "probe_points": 1}},
-    })
-    uploads = Uploads(datasets={dataset_id: (tokens.numpy().astype(np.int32), np.random.default_rng(0).normal(size=(12, 2)))},
-                      models={MODEL_ID: onnx_bytes})
+    spec = JobSpec.model_validate(
+        {
+            "dtype": "float64",
+            "model": {
+                "kind": "onnx",
+                "id": MODEL_ID,
+                "stored": {"parameters": 10 * 6 + 12 + 14, "input_shape": [7], "output_dim": 2, "input_integer": True},
+            },
+            "data": {
+                "kind": "dataset",
+                "id": dataset_id,
+                "n_train": 10,
+                "probe": {"n": 4},
+                "stored": {"points": 12, "x_shape": [7], "x_integer": True, "y_width": 2},
+            },
+            "training": {"max_steps": 5, "lr": 0.1, "target_loss": None},
+            "diagnostics": {"hessian": {"iterations": 6, "probe_points": 1}},
+        }
+    )
+    uploads = Uploads(
+        datasets={dataset_id: (tokens.numpy().astype(np.int32), np.random.default_rng(0).normal(size=(12, 2)))},
+        models={MODEL_ID: onnx_bytes},
+    )
     with provided(uploads):
         result = run(spec, device="cpu")
     assert result.summary["steps"] == 5 and result.summary["kernel_method"] == "jacobian"
@@ -350,11 +515,21 @@ def test_nodes_computed_from_constants_alone_are_folded_once_at_conversion():
         helper.make_node("Add", ["scores", "mask"], ["masked"]),
         helper.make_node("Softmax", ["masked"], ["y"], axis=-1),
     ]
-    inits = [init("zero", np.array(0)), init("t", np.array(T)), init("one", np.array(1)), init("ax0", np.array([0])),
-             init("ax1", np.array([1])), init("zero_f", np.array(0.0)), init("minus", np.array(-1e9)), init("w", W(T, T))]
+    inits = [
+        init("zero", np.array(0)),
+        init("t", np.array(T)),
+        init("one", np.array(1)),
+        init("ax0", np.array([0])),
+        init("ax1", np.array([1])),
+        init("zero_f", np.array(0.0)),
+        init("minus", np.array(-1e9)),
+        init("w", W(T, T)),
+    ]
     model = graph_model(nodes, ["n", T, T], None, inits, opset=18)
     model.graph.output[0].type.tensor_type.ClearField("shape")
     net = build_onnx_network(spec_for(1), model.SerializeToString(), dtype=torch.float64)
     assert [step.op for step in net.steps] == ["MatMul", "Add", "Softmax"]
     x = rng.normal(size=(2, T, T))
-    np.testing.assert_allclose(net(torch.as_tensor(x)).detach().numpy(), ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-12)
+    np.testing.assert_allclose(
+        net(torch.as_tensor(x)).detach().numpy(), ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-12
+    )

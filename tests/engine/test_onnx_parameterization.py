@@ -18,14 +18,14 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from api_schemas.spec import JobSpec, ModelSpec
+from tests.engine.test_onnx_model import MODEL_ID, PreLNBlock, Tokens, export
+from tests.upload_files import mlp_model
 from workers.engine.nets import build_network
 from workers.engine.ntk import tangent_kernel
 from workers.engine.onnx_model import build_onnx_network
 from workers.engine.onnx_parameterization import layer_roles
 from workers.engine.run import run
 from workers.engine.uploads import Uploads, provided
-from tests.engine.test_onnx_model import MODEL_ID, PreLNBlock, Tokens, export
-from tests.upload_files import mlp_model
 
 
 def spec(parameterization: str, out: int = 2) -> ModelSpec:
@@ -34,11 +34,24 @@ def spec(parameterization: str, out: int = 2) -> ModelSpec:
 
 # module → (input shape, {module name of each weight layer: role}); the roles are the architecture's, written out
 MODULES = {
-    "mlp": (lambda: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 2)),
-            (5, 4), {"0": "input", "2": "hidden", "4": "readout"}),
-    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=2),
-                                  nn.Softplus(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)),
-            (5, 1, 6, 6), {"0": "input", "2": "hidden", "6": "readout"}),
+    "mlp": (
+        lambda: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 2)),
+        (5, 4),
+        {"0": "input", "2": "hidden", "4": "readout"},
+    ),
+    "cnn": (
+        lambda: nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=2),
+            nn.Softplus(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 2),
+        ),
+        (5, 1, 6, 6),
+        {"0": "input", "2": "hidden", "6": "readout"},
+    ),
     "tokens": (Tokens, (5, 7), {"embed": "input", "fc": "readout"}),
 }
 
@@ -69,7 +82,9 @@ def reference_kernel(module: nn.Module, x: torch.Tensor, roles: dict[str, str], 
     for name, J in jacobians.items():
         owner, kind = name.rsplit(".", 1)
         layer_weight = kind == "weight" and owner in roles  # not a LayerNorm's γ
-        scale = expected_multiplier(parameterization, module_fan_in(layers[owner]), roles[owner]) if layer_weight else 1.0
+        scale = (
+            expected_multiplier(parameterization, module_fan_in(layers[owner]), roles[owner]) if layer_weight else 1.0
+        )
         J = J.reshape(J.shape[0], -1)
         K += scale**2 * J @ J.T
     return K
@@ -108,20 +123,34 @@ def test_the_roles_of_a_transformer_block_follow_the_graph():
     module = PreLNBlock().double().eval()
     x = torch.randn(3, 4, 8, dtype=torch.float64)
     net = build_onnx_network(spec("mup"), export(module, x), dtype=torch.float64)
-    source = {int(key.split(".")[1]): net.parameter_sources[key][0].split(".")[0]  # "q.bias" (the exporter renames weights)
-              for key in net.parameter_sources if key.startswith("layers.") and key.endswith(".bias")}
+    source = {
+        int(key.split(".")[1]): net.parameter_sources[key][0].split(".")[0]  # "q.bias" (the exporter renames weights)
+        for key in net.parameter_sources
+        if key.startswith("layers.") and key.endswith(".bias")
+    }
     roles = {source[index]: role for index, role in layer_roles(net.steps).items()}
-    assert roles == {"q": "input", "k": "input", "v": "input", "proj": "hidden", "fc1": "hidden", "fc2": "hidden",
-                     "head": "readout"}
+    assert roles == {
+        "q": "input",
+        "k": "input",
+        "v": "input",
+        "proj": "hidden",
+        "fc1": "hidden",
+        "fc2": "hidden",
+        "head": "readout",
+    }
     torch.testing.assert_close(net(x), module(x), rtol=0, atol=1e-12)
 
 
 def test_a_gemm_keeps_its_alpha_and_beta_and_a_one_layer_network_is_an_input_layer():
     """Gemm(x, B, C) = α·x·B + β·C, B [4, 3]: ntk makes c = α/√4 and stores 2·B; mup leaves the only layer as exported."""
     B, C = np.arange(12.0).reshape(4, 3) / 10, np.array([1.0, -1.0, 0.5])
-    graph = helper.make_graph([helper.make_node("Gemm", ["x", "B", "C"], ["y"], alpha=0.5, beta=2.0)], "g",
-                              [helper.make_tensor_value_info("x", 11, ["n", 4])], [helper.make_tensor_value_info("y", 11, ["n", 3])],
-                              [numpy_helper.from_array(B, "B"), numpy_helper.from_array(C, "C")])
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "B", "C"], ["y"], alpha=0.5, beta=2.0)],
+        "g",
+        [helper.make_tensor_value_info("x", 11, ["n", 4])],
+        [helper.make_tensor_value_info("y", 11, ["n", 3])],
+        [numpy_helper.from_array(B, "B"), numpy_helper.from_array(C, "C")],
+    )
     onnx_bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
     x = torch.randn(2, 4, dtype=torch.float64)
     expected = 0.5 * x @ torch.tensor(B) + 2.0 * torch.tensor(C)
@@ -138,19 +167,37 @@ def test_an_onnx_mlp_of_the_built_in_ntk_weights_uploaded_in_ntk_trains_as_the_b
     """The built-in ntk MLP computes c·W x with raw W and c = 1/√fan_in; its exported weights are c·W, so the upload in
     ntk holds W again: the kernels, the Hessian, the path (loss, ΔK, ‖w − w₀‖ in the trained coordinates) agree in float64."""
     common = {
-        "seed": 5, "dtype": "float64",
+        "seed": 5,
+        "dtype": "float64",
         "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 3, "classes": 2, "probe": {"n": 6}},
         "training": {"max_steps": 20, "lr": 0.5, "target_loss": None},
-        "diagnostics": {"kernel": {"schedule": "every", "every": 5}, "hessian": {"at": ["init", "final"], "probe_points": 2, "iterations": 30}},
+        "diagnostics": {
+            "kernel": {"schedule": "every", "every": 5},
+            "hessian": {"at": ["init", "final"], "probe_points": 2, "iterations": 30},
+        },
     }
-    builtin = JobSpec.model_validate({**common, "model": {"hidden": [16], "activation": "tanh", "parameterization": "ntk"}})
+    builtin = JobSpec.model_validate(
+        {**common, "model": {"hidden": [16], "activation": "tanh", "parameterization": "ntk"}}
+    )
     net = build_network(builtin.model, (3,), seed=5, dtype=torch.float64)
     layer, readout = net.stages[0].layer, net.readout
-    weights = [(layer.weight_multiplier * layer.weight).detach().numpy(), layer.bias.detach().numpy(),
-               (readout.weight_multiplier * readout.weight).detach().numpy(), readout.bias.detach().numpy()]
-    uploaded = JobSpec.model_validate({**common, "model": {
-        "kind": "onnx", "id": MODEL_ID, "parameterization": "ntk",
-        "stored": {"parameters": 98, "input_shape": [3], "output_dim": 2}}})
+    weights = [
+        (layer.weight_multiplier * layer.weight).detach().numpy(),
+        layer.bias.detach().numpy(),
+        (readout.weight_multiplier * readout.weight).detach().numpy(),
+        readout.bias.detach().numpy(),
+    ]
+    uploaded = JobSpec.model_validate(
+        {
+            **common,
+            "model": {
+                "kind": "onnx",
+                "id": MODEL_ID,
+                "parameterization": "ntk",
+                "stored": {"parameters": 98, "input_shape": [3], "output_dim": 2},
+            },
+        }
+    )
     expected = run(builtin, device="cpu")
     with provided(Uploads(models={MODEL_ID: mlp_model(weights, activation="Tanh").SerializeToString()})):
         got = run(uploaded, device="cpu")

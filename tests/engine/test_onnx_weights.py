@@ -35,15 +35,32 @@ class Nested(nn.Module):
 
 
 def _spec(parameters: int) -> JobSpec:
-    return JobSpec.model_validate({
-        "dtype": "float64",
-        "model": {"kind": "onnx", "id": MODEL_ID, "stored": {"parameters": parameters, "input_shape": [2, 6], "output_dim": 2}},
-        "data": {"kind": "dataset", "id": DATASET_ID, "n_train": 8, "probe": {"n": 4},
-                 "stored": {"points": 8, "x_shape": [2, 6], "x_integer": False, "y_width": 2}},
-        "training": {"max_steps": 3, "lr": 0.1, "target_loss": None},
-        "diagnostics": {"kernel": None, "hessian": None, "layer_sensitivity": False, "linearization_error": False,
-                        "save_kernels": [], "save_weights": True},
-    })
+    return JobSpec.model_validate(
+        {
+            "dtype": "float64",
+            "model": {
+                "kind": "onnx",
+                "id": MODEL_ID,
+                "stored": {"parameters": parameters, "input_shape": [2, 6], "output_dim": 2},
+            },
+            "data": {
+                "kind": "dataset",
+                "id": DATASET_ID,
+                "n_train": 8,
+                "probe": {"n": 4},
+                "stored": {"points": 8, "x_shape": [2, 6], "x_integer": False, "y_width": 2},
+            },
+            "training": {"max_steps": 3, "lr": 0.1, "target_loss": None},
+            "diagnostics": {
+                "kernel": None,
+                "hessian": None,
+                "layer_sensitivity": False,
+                "linearization_error": False,
+                "save_kernels": [],
+                "save_weights": True,
+            },
+        }
+    )
 
 
 def test_weights_are_saved_under_the_modules_parameter_names_and_load_back():
@@ -54,8 +71,9 @@ def test_weights_are_saved_under_the_modules_parameter_names_and_load_back():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
         onnx_bytes = export_module(module, x)
     parameters = dict(module.named_parameters())
-    uploads = Uploads(models={MODEL_ID: onnx_bytes},
-                      datasets={DATASET_ID: (x.numpy(), np.random.default_rng(0).normal(size=(8, 2)))})
+    uploads = Uploads(
+        models={MODEL_ID: onnx_bytes}, datasets={DATASET_ID: (x.numpy(), np.random.default_rng(0).normal(size=(8, 2)))}
+    )
     with provided(uploads):
         result = run(_spec(sum(p.numel() for p in parameters.values())), device="cpu")
     with np.load(io.BytesIO(result.artifacts["weights_init.npz"].data)) as init:

@@ -13,7 +13,9 @@ from workers.engine.run_warnings import quadrature_above_tolerance
 def _saturating_layer(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
     """Variances [n, 1] and covariances [n, n, 1, 1] of tanh units at large variance, correlations near 1."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 4, generator=g, dtype=torch.float64) * 0.05 + torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    x = torch.randn(n, 4, generator=g, dtype=torch.float64) * 0.05 + torch.tensor(
+        [1.0, 0.0, 0.0, 0.0], dtype=torch.float64
+    )
     cov = 30.0 * (x @ x.T)
     return torch.diagonal(cov)[:, None], cov[:, :, None, None]
 

@@ -16,18 +16,43 @@ from workers.engine.nets import build_network
 from workers.engine.run import run
 
 SUMMARY = [
-    "final_loss", "steps", "converged", "outcome", "delta_k_max", "delta_k_final",
-    "kernel_lambda_min_init", "kernel_lambda_min_final", "kernel_lambda_max_init", "kernel_lambda_max_final",
-    "kernel_cond_init", "kernel_cond_final", "hessian_norm_init", "hessian_norm_final", "grad_norm_init",
-    "hessian_grad_ratio_init", "hessian_kernel_ratio_init", "weight_change_l2", "weight_change_linf", "linearization_error_final",
-    "wall_time_s", "lr", "parameters",
+    "final_loss",
+    "steps",
+    "converged",
+    "outcome",
+    "delta_k_max",
+    "delta_k_final",
+    "kernel_lambda_min_init",
+    "kernel_lambda_min_final",
+    "kernel_lambda_max_init",
+    "kernel_lambda_max_final",
+    "kernel_cond_init",
+    "kernel_cond_final",
+    "hessian_norm_init",
+    "hessian_norm_final",
+    "grad_norm_init",
+    "hessian_grad_ratio_init",
+    "hessian_kernel_ratio_init",
+    "weight_change_l2",
+    "weight_change_linf",
+    "linearization_error_final",
+    "wall_time_s",
+    "lr",
+    "parameters",
 ]
 
 
 def job(head="identity", **overrides) -> JobSpec:
     spec = {
         "seed": 1,
-        "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 5, "classes": 2, "mean_scale": 0.5, "sigma": 0.5},
+        "data": {
+            "kind": "gaussian_mixture",
+            "n_train": 12,
+            "input_dim": 5,
+            "classes": 2,
+            "mean_scale": 0.5,
+            "sigma": 0.5,
+        },
         "model": {"hidden": [24], "activation": "tanh", "output_activation": head},
         "training": {"max_steps": 60, "target_loss": None},
         "diagnostics": {"kernel": {"points": 6}, "hessian": {"probe_points": 2, "iterations": 16}},
@@ -120,8 +145,10 @@ def test_reloaded_final_weights_reproduce_the_final_outputs_exactly(swish_run):
 
 def test_weight_change_matches_the_weight_files(swish_run):
     result, _ = swish_run
-    with np.load(io.BytesIO(result.artifacts["weights_init.npz"].data)) as w0, \
-            np.load(io.BytesIO(result.artifacts["weights_final.npz"].data)) as w1:
+    with (
+        np.load(io.BytesIO(result.artifacts["weights_init.npz"].data)) as w0,
+        np.load(io.BytesIO(result.artifacts["weights_final.npz"].data)) as w1,
+    ):
         delta = np.concatenate([(w1[k].astype(np.float64) - w0[k]).ravel() for k in w0.files])
     assert result.summary["weight_change_l2"] == pytest.approx(np.linalg.norm(delta), rel=1e-5)
     assert result.summary["weight_change_linf"] == pytest.approx(np.abs(delta).max(), rel=1e-5)
@@ -197,16 +224,20 @@ def test_cli_failed_run_exits_1(tmp_path):
 
     spec_path = tmp_path / "spec.json"
     too_wide_a_filter = {"kind": "cnn", "hidden": [4], "kernel_size": 15, "padding": 0}
-    spec_path.write_text(json.dumps({"data": {"kind": "builtin", "name": "digits", "n_train": 16}, "model": too_wide_a_filter}))
+    spec_path.write_text(
+        json.dumps({"data": {"kind": "builtin", "name": "digits", "n_train": 16}, "model": too_wide_a_filter})
+    )
     result = CliRunner().invoke(app, ["run", str(spec_path), "--local", "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and "model.kernel_size" in result.output
 
 
-
 def test_hessian_ratios_match_dense_hessians_and_gradients():
     """hessian_norm_init, hessian_grad_ratio_init and hessian_kernel_ratio_init against dense float64 references."""
-    spec = job("swish", training={"max_steps": 0},
-               diagnostics={"hessian": {"probe_points": 2, "outputs": None, "iterations": 60, "tolerance": 1e-6}})
+    spec = job(
+        "swish",
+        training={"max_steps": 0},
+        diagnostics={"hessian": {"probe_points": 2, "outputs": None, "iterations": 60, "tolerance": 1e-6}},
+    )
     spec = spec.model_copy(update={"dtype": "float64"})
     summary = run(spec).summary
     data = load_data(spec, dtype=torch.float64)

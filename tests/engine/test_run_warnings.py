@@ -32,14 +32,22 @@ from workers.engine.run_warnings import (
 
 def job(model=None, data=None, training=None, diagnostics=None) -> JobSpec:
     """A small, quick job: 12 points in 5 dimensions, a tanh network of width 24."""
-    return JobSpec.model_validate({
-        "seed": 1,
-        "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 5, "classes": 2, **(data or {})},
-        "model": {"hidden": [24], "activation": "tanh", "bias": False, **(model or {})},
-        "training": {"max_steps": 200, "target_loss": 1e-3, **(training or {})},
-        "diagnostics": {"kernel": {"points": 4}, "hessian": None, "layer_sensitivity": False,
-                        "linearization_error": False, "save_kernels": [], **(diagnostics or {})},
-    })
+    return JobSpec.model_validate(
+        {
+            "seed": 1,
+            "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 5, "classes": 2, **(data or {})},
+            "model": {"hidden": [24], "activation": "tanh", "bias": False, **(model or {})},
+            "training": {"max_steps": 200, "target_loss": 1e-3, **(training or {})},
+            "diagnostics": {
+                "kernel": {"points": 4},
+                "hessian": None,
+                "layer_sensitivity": False,
+                "linearization_error": False,
+                "save_kernels": [],
+                **(diagnostics or {}),
+            },
+        }
+    )
 
 
 def codes(spec: JobSpec) -> list[str]:
@@ -90,8 +98,11 @@ def test_a_readout_bias_with_multiplier_one_under_meanfield_carries_the_kernel()
 
 def test_a_wide_standard_readout_on_two_inputs_carries_the_kernel():
     """Standard parameterization: tr K_readout ≈ m·E[σ²] against tr K_hidden ≈ ‖x‖²·E[σ'²]."""
-    spec = job(model={"hidden": [1024], "parameterization": "standard"}, data={"input_dim": 2},
-               training={"max_steps": 5, "target_loss": None})
+    spec = job(
+        model={"hidden": [1024], "parameterization": "standard"},
+        data={"input_dim": 2},
+        training={"max_steps": 5, "target_loss": None},
+    )
     (warning,) = run(spec).warnings
     assert warning.code == "kernel_dominated_by_group" and warning.values["group"] == "readout.weight"
 
@@ -129,7 +140,11 @@ def test_no_target_no_training_or_a_converged_run_raise_nothing():
 
 
 def test_a_sigmoid_head_on_signed_targets_cannot_reach_them():
-    spec = job(model={"output_activation": "sigmoid"}, data={"targets": "signed"}, training={"max_steps": 2, "target_loss": None})
+    spec = job(
+        model={"output_activation": "sigmoid"},
+        data={"targets": "signed"},
+        training={"max_steps": 2, "target_loss": None},
+    )
     (warning,) = run(spec).warnings
     assert warning.code == "head_cannot_reach_targets"
     assert warning.values["image"] == [0.0, 1.0] and warning.values["targets_min"] == -1.0
@@ -154,7 +169,9 @@ def test_softmax_rows_must_sum_to_one_and_swish_stays_above_its_minimum():
 
 
 def test_swish_minimum_is_the_minimum_of_z_sigmoid_z():
-    found = minimize_scalar(lambda z: z / (1 + math.exp(-z)), bounds=(-5, 0), method="bounded", options={"xatol": 1e-12})
+    found = minimize_scalar(
+        lambda z: z / (1 + math.exp(-z)), bounds=(-5, 0), method="bounded", options={"xatol": 1e-12}
+    )
     assert SWISH_MIN == pytest.approx(found.fun, abs=1e-12)
 
 
@@ -170,15 +187,28 @@ def test_a_hessian_capped_at_four_lanczos_steps_is_not_certified():
 
 
 def test_a_certified_hessian_raises_nothing():
-    spec = job(model={"hidden": [3]}, data={"input_dim": 2}, training={"max_steps": 0},
-               diagnostics={"hessian": {"at": ["init"], "probe_points": 2, "iterations": 64}})
+    spec = job(
+        model={"hidden": [3]},
+        data={"input_dim": 2},
+        training={"max_steps": 0},
+        diagnostics={"hessian": {"at": ["init"], "probe_points": 2, "iterations": 64}},
+    )
     assert codes(spec) == []  # p = 9 ≤ the cap: the dense path, bounds at rounding level
 
 
 def test_hessian_bounds_are_compared_relative_to_the_value_they_bound():
     wanted = HessianDiagnostics(probe_points=1, tolerance=1e-6)
-    report = HessianReport(norm=2.0, norm_bound=1e-7, norms=[[2.0, 1.0]], eigenvalues=[[[2.0], [-1.0]]], bounds=[[[1e-7], [5e-6]]],
-                           grad_norms=[[1.0, 1.0]], run_hvps=[[4, 4]], methods=[["lanczos", "lanczos"]], hvps=8)
+    report = HessianReport(
+        norm=2.0,
+        norm_bound=1e-7,
+        norms=[[2.0, 1.0]],
+        eigenvalues=[[[2.0], [-1.0]]],
+        bounds=[[[1e-7], [5e-6]]],
+        grad_norms=[[1.0, 1.0]],
+        run_hvps=[[4, 4]],
+        methods=[["lanczos", "lanczos"]],
+        hvps=8,
+    )
     (warning,) = hessian_not_converged({"init": report, "final": None}, wanted)
     assert warning.values["values_not_converged"] == 1 and warning.values["worst_relative_bound"] == pytest.approx(5e-6)
     assert hessian_not_converged({"init": report}, HessianDiagnostics(tolerance=1e-5)) == []
@@ -188,11 +218,17 @@ def test_hessian_bounds_are_compared_relative_to_the_value_they_bound():
 # --------------------------------------------------------------------------- head_curvature_zero
 
 
-@pytest.mark.parametrize(("head", "outputs", "curvature"), [
-    ("tanh", 1, 0.0), ("sigmoid", 1, 0.0), ("identity", 1, 0.0), ("softmax", 2, 0.0),
-    ("swish", 1, 0.5),  # d²(z σ(z))/dz² = 2σ'(0) = 1/2
-    ("softmax", 3, 2 / 27),  # ∂²p_a/∂f_b∂f_c = 2 p_a p_b p_c for distinct a, b, c, at p = 1/3
-])
+@pytest.mark.parametrize(
+    ("head", "outputs", "curvature"),
+    [
+        ("tanh", 1, 0.0),
+        ("sigmoid", 1, 0.0),
+        ("identity", 1, 0.0),
+        ("softmax", 2, 0.0),
+        ("swish", 1, 0.5),  # d²(z σ(z))/dz² = 2σ'(0) = 1/2
+        ("softmax", 3, 2 / 27),  # ∂²p_a/∂f_b∂f_c = 2 p_a p_b p_c for distinct a, b, c, at p = 1/3
+    ],
+)
 def test_head_curvature_at_zero_matches_the_closed_forms(head, outputs, curvature):
     assert head_curvature_at_zero(head, outputs) == pytest.approx(curvature, abs=1e-15)
 
@@ -200,12 +236,22 @@ def test_head_curvature_at_zero_matches_the_closed_forms(head, outputs, curvatur
 def test_a_hessian_through_a_tanh_head_warns_and_through_swish_does_not():
     hessian = {"hessian": {"at": ["init"], "probe_points": 2, "iterations": 64}}
     small = {"hidden": [3], "output_activation": "tanh"}
-    (warning,) = run(job(model=small, data={"input_dim": 2, "targets": "signed"}, training={"max_steps": 0},
-                         diagnostics=hessian)).warnings
+    (warning,) = run(
+        job(model=small, data={"input_dim": 2, "targets": "signed"}, training={"max_steps": 0}, diagnostics=hessian)
+    ).warnings
     assert warning.code == "head_curvature_zero" and warning.values["head"] == "tanh"
     assert warning.values["logits_abs_max_init"] > 0
-    assert codes(job(model={**small, "output_activation": "swish"}, data={"input_dim": 2}, training={"max_steps": 0},
-                     diagnostics=hessian)) == []
+    assert (
+        codes(
+            job(
+                model={**small, "output_activation": "swish"},
+                data={"input_dim": 2},
+                training={"max_steps": 0},
+                diagnostics=hessian,
+            )
+        )
+        == []
+    )
 
 
 # --------------------------------------------------------------------------- the paper's presets
@@ -242,10 +288,17 @@ def test_finite_to_infinite_warns_of_the_standard_readout_and_says_so():
     raised = preset_warnings("finite-to-infinite")
     for key, warnings in raised.items():
         assert points[key]["model.parameterization"] == "standard"
-        assert [(code, values["group"]) for code, values in warnings] == [("kernel_dominated_by_group", "readout.weight")]
-    widest = max(points.values(), key=lambda values: (values["model.parameterization"] == "standard", values["model.hidden.0"]))
+        assert [(code, values["group"]) for code, values in warnings] == [
+            ("kernel_dominated_by_group", "readout.weight")
+        ]
+    widest = max(
+        points.values(), key=lambda values: (values["model.parameterization"] == "standard", values["model.hidden.0"])
+    )
     assert raised[repr(widest)][0][1]["share"] > 0.99
     says_so = {name for name, preset in PRESETS.items() if "kernel_dominated_by_group" in preset.claim}
     assert says_so == {"finite-to-infinite"}
     docs = (Path(__file__).parents[2] / "docs" / "diagnostics.md").read_text()
-    assert any("`finite-to-infinite`" in paragraph and "`kernel_dominated_by_group`" in paragraph for paragraph in docs.split("\n\n"))
+    assert any(
+        "`finite-to-infinite`" in paragraph and "`kernel_dominated_by_group`" in paragraph
+        for paragraph in docs.split("\n\n")
+    )

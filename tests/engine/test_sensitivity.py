@@ -25,7 +25,12 @@ def direct_sensitivity(net, x, of):
 @pytest.mark.parametrize(
     "fields,shape",
     [
-        (dict(hidden=[12, 3, 12], activation=["tanh", "identity", "relu"], output_dim=3, output_activation="softmax"), (4,)),
+        (
+            dict(
+                hidden=[12, 3, 12], activation=["tanh", "identity", "relu"], output_dim=3, output_activation="softmax"
+            ),
+            (4,),
+        ),
         (dict(kind="cnn", hidden=[3, 2], output_dim=2, output_activation="swish"), (1, 6, 6)),
         (dict(kind="resnet", hidden=[6], blocks=2, output_dim=2), (3,)),
     ],
@@ -43,7 +48,9 @@ def test_layer_sensitivity_matches_direct_autograd(fields, shape, of):
 
 def test_bottleneck_layer_keeps_a_dominant_unit_while_wide_layers_do_not():
     net = build_network(
-        ModelSpec(hidden=[4000, 2, 4000], activation=["tanh", "identity", "tanh"], output_dim=1), (3,), seed=0,
+        ModelSpec(hidden=[4000, 2, 4000], activation=["tanh", "identity", "tanh"], output_dim=1),
+        (3,),
+        seed=0,
         dtype=torch.float64,
     )
     x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

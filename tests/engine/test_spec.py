@@ -38,5 +38,10 @@ def test_nonsense_is_refused_naming_the_field(spec, named):
 
 def test_output_dim_is_inferred_from_the_targets():
     assert JobSpec.model_validate({"data": {"kind": "gaussian_mixture", "classes": 5}}).model.output_dim == 5
-    assert JobSpec.model_validate({"data": {"kind": "builtin", "name": "digits", "targets": "label"}}).model.output_dim == 1
-    assert JobSpec.model_validate({"data": {"kind": "builtin", "name": "digits"}, "model": {"kind": "cnn", "hidden": [4]}}).image_shape() == (1, 8, 8)
+    assert (
+        JobSpec.model_validate({"data": {"kind": "builtin", "name": "digits", "targets": "label"}}).model.output_dim
+        == 1
+    )
+    assert JobSpec.model_validate(
+        {"data": {"kind": "builtin", "name": "digits"}, "model": {"kind": "cnn", "hidden": [4]}}
+    ).image_shape() == (1, 8, 8)

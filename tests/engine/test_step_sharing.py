@@ -38,7 +38,9 @@ def test_outputs_kernel_by_the_chain_rule_equals_the_direct_one(fields, shape, h
 
 
 def test_linearization_error_with_the_shared_logits_is_the_same_number():
-    net = build_network(ModelSpec(hidden=[32], output_activation="swish", output_dim=2), (4,), seed=0, dtype=torch.float64)
+    net = build_network(
+        ModelSpec(hidden=[32], output_activation="swish", output_dim=2), (4,), seed=0, dtype=torch.float64
+    )
     x = torch.randn(6, 4, dtype=torch.float64)
     w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
     with torch.no_grad():
@@ -52,14 +54,16 @@ def test_linearization_error_with_the_shared_logits_is_the_same_number():
 def probe_forward_passes(head: str) -> dict[int, int]:
     """Forward passes of the network on its 6 probe points (12 training points) per step, counted by a global
     forward pre-hook; a step's diagnostics run after its loss is recorded, which sets `step`."""
-    spec = JobSpec.model_validate({
-        "seed": 0,
-        "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 4, "classes": 2, "probe": {"n": 6}},
-        "model": {"hidden": [16], "output_activation": head},
-        "training": {"max_steps": 8, "target_loss": None},
-        "diagnostics": {"kernel": {"schedule": "every", "every": 4}, "hessian": None, "layer_sensitivity": False},
-        "device": "cpu",
-    })
+    spec = JobSpec.model_validate(
+        {
+            "seed": 0,
+            "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 4, "classes": 2, "probe": {"n": 6}},
+            "model": {"hidden": [16], "output_activation": head},
+            "training": {"max_steps": 8, "target_loss": None},
+            "diagnostics": {"kernel": {"schedule": "every", "every": 4}, "hessian": None, "layer_sensitivity": False},
+            "device": "cpu",
+        }
+    )
     calls: dict[int, int] = {}
 
     class Steps:

@@ -33,9 +33,12 @@ EVERYTHING = {
     "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 3, "classes": 2},
     "model": {"hidden": [6], "activation": "tanh", "output_activation": "swish"},
     "training": {"max_steps": STEPS},
-    "diagnostics": {"hessian": {"at": ["init", "schedule", "final"], "probe_points": 2},
-                    "hessian_spectrum": {"probes": 2, "lanczos_steps": 4}, "loss_hessian": {"iterations": 4},
-                    "infinite_width": {}},
+    "diagnostics": {
+        "hessian": {"at": ["init", "schedule", "final"], "probe_points": 2},
+        "hessian_spectrum": {"probes": 2, "lanczos_steps": 4},
+        "loss_hessian": {"iterations": 4},
+        "infinite_width": {},
+    },
 }
 
 
@@ -72,8 +75,15 @@ def test_every_summary_key_and_series_is_declared(name):
 
 def test_the_everything_run_reports_each_optional_family():
     summary = run(short(EVERYTHING)).summary
-    for key in ("delta_k_max_logits", "hessian_norm_final", "hessian_spectrum_trace_init", "kernel_inf_distance_init",
-                "linearization_error_final_logits", "wall_time_s", "timings"):
+    for key in (
+        "delta_k_max_logits",
+        "hessian_norm_final",
+        "hessian_spectrum_trace_init",
+        "kernel_inf_distance_init",
+        "linearization_error_final_logits",
+        "wall_time_s",
+        "timings",
+    ):
         assert key in summary, key
 
 

@@ -24,8 +24,13 @@ from workers.engine.run import run
 
 pytestmark = pytest.mark.slow
 
-OFF = {"weight_change": False, "layer_sensitivity": False, "linearization_error": False,
-       "save_kernels": [], "save_weights": False}
+OFF = {
+    "weight_change": False,
+    "layer_sensitivity": False,
+    "linearization_error": False,
+    "save_kernels": [],
+    "save_weights": False,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -37,15 +42,23 @@ def one_thread():
 
 
 def job(m: int, seed: int, activation: str, head: str, training: dict, diagnostics: dict) -> JobSpec:
-    return JobSpec.model_validate({
-        "seed": seed,
-        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 32, "classes": 2,
-                 "mean_scale": 0.5, "sigma": 0.5},
-        "model": {"hidden": [m], "activation": activation, "output_activation": head, "bias": False},
-        "training": training,
-        "diagnostics": diagnostics,
-        "device": "cpu",
-    })
+    return JobSpec.model_validate(
+        {
+            "seed": seed,
+            "data": {
+                "kind": "gaussian_mixture",
+                "n_train": 16,
+                "input_dim": 32,
+                "classes": 2,
+                "mean_scale": 0.5,
+                "sigma": 0.5,
+            },
+            "model": {"hidden": [m], "activation": activation, "output_activation": head, "bias": False},
+            "training": training,
+            "diagnostics": diagnostics,
+            "device": "cpu",
+        }
+    )
 
 
 def slope(widths, values) -> float:
@@ -55,10 +68,12 @@ def slope(widths, values) -> float:
 def hessian_norms(head: str, widths: list[int], seeds: range) -> list[float]:
     diagnostics = {**OFF, "kernel": None, "hessian": {"probe_points": 2, "iterations": 24}}
     return [
-        np.mean([
-            run(job(m, seed, "softplus", head, {"max_steps": 0}, diagnostics)).summary["hessian_norm_init"]
-            for seed in seeds
-        ])
+        np.mean(
+            [
+                run(job(m, seed, "softplus", head, {"max_steps": 0}, diagnostics)).summary["hessian_norm_init"]
+                for seed in seeds
+            ]
+        )
         for m in widths
     ]
 

@@ -35,11 +35,19 @@ PROFILED = {
     "mlp 12 × 8": {"data": MIXTURE, "model": {"hidden": [8] * 12}},
     "mlp without bias": {"data": MIXTURE, "model": {"hidden": [8] * 12, "bias": False, "activation": "gelu"}},
     "resnet": {"data": MIXTURE, "model": {"kind": "resnet", "hidden": [8] * 5, "blocks": 4}},
-    "cnn": {"data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 48},
-            "model": {"kind": "cnn", "hidden": [4] * 6, "input_shape": [3, 4, 4], "padding": 1}},
+    "cnn": {
+        "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 48},
+        "model": {"kind": "cnn", "hidden": [4] * 6, "input_shape": [3, 4, 4], "padding": 1},
+    },
     "deep graph": {"data": MIXTURE, "model": {"kind": "graph", "layers": deep_graph(4, 8)}},
-    "graph with layer norm": {"data": MIXTURE, "model": {"kind": "graph", "layers": [
-        {"type": "dense", "width": 8}, {"type": "layer_norm"}, {"type": "activation", "name": "relu"}] * 6}},
+    "graph with layer norm": {
+        "data": MIXTURE,
+        "model": {
+            "kind": "graph",
+            "layers": [{"type": "dense", "width": 8}, {"type": "layer_norm"}, {"type": "activation", "name": "relu"}]
+            * 6,
+        },
+    },
 }
 
 
@@ -74,6 +82,7 @@ def test_a_deep_narrow_graph_trains_in_operations_a_wide_net_in_flops_and_a_wide
     """Deep and narrow: dispatches. Wide on 1024 features: FLOPs (2d per hidden unit and point), though its
     [1024, 16384] activations, over 32 MiB, already cost a fifth as much to move. Wide on 8 features (the
     paper's set-up): moving the activations and weights, ~10× its FLOPs."""
+
     def training(name: str) -> tuple[float, float]:
         estimate = estimate_job(JobSpec.model_validate(ODD_SPECS[name]))
         flops = next(term.value for term in estimate.work if term.name == "training")
@@ -91,8 +100,14 @@ def test_the_default_rates_are_the_settings_defaults():
     assert (settings.estimate_flops_per_s, settings.estimate_seconds_per_op) == (FLOPS_PER_S, SECONDS_PER_OP)
 
 
-MEASURED = ("deep graph 512 layers", "wide mlp 8192, 512 points", "long training (20 000 steps, tiny)",
-            "hessian_spectrum with block norms", "infinite width, 3 layers", "paper width: 10⁶ units on 8 features, 15 steps")
+MEASURED = (
+    "deep graph 512 layers",
+    "wide mlp 8192, 512 points",
+    "long training (20 000 steps, tiny)",
+    "hessian_spectrum with block norms",
+    "infinite width, 3 layers",
+    "paper width: 10⁶ units on 8 features, 15 steps",
+)
 
 
 @pytest.mark.slow

@@ -113,9 +113,11 @@ def result_hvps(result, when: str) -> int:
 
 
 def test_a_4096_by_4096_network_reports_moving_hessian_progress_within_5_seconds():
-    wide = spec(model={"hidden": [4096, 4096], "activation": "tanh", "output_activation": "identity"},
-                training={"max_steps": 10, "target_loss": None},
-                diagnostics={"kernel": {"points": 4}, "hessian": {"probe_points": 2}})
+    wide = spec(
+        model={"hidden": [4096, 4096], "activation": "tanh", "output_activation": "identity"},
+        training={"max_steps": 10, "target_loss": None},
+        diagnostics={"kernel": {"points": 4}, "hessian": {"probe_points": 2}},
+    )
     callbacks = Timeline(stop_when=lambda p: p.phase == "hessian" and p.step > 0)
     with pytest.raises(Seen) as seen:
         run(wide, callbacks)

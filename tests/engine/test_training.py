@@ -15,11 +15,13 @@ from workers.engine.training import auto_lr, loss_function, train
 
 
 def setup(optimizer="gd", lr=0.5, **training):
-    spec = JobSpec.model_validate({
-        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
-        "model": {"hidden": [32], "activation": "tanh"},
-        "training": {"optimizer": optimizer, "lr": lr, "batch_size": 4, **training},
-    })
+    spec = JobSpec.model_validate(
+        {
+            "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+            "model": {"hidden": [32], "activation": "tanh"},
+            "training": {"optimizer": optimizer, "lr": lr, "batch_size": 4, **training},
+        }
+    )
     data = load_data(spec)
     return spec, data, build_network(spec.model, data.input_shape, seed=0)
 
@@ -130,8 +132,10 @@ def test_auto_lr_is_one_over_the_top_eigenvalue_of_the_gauss_newton_hessian():
     lam = kernel_spectrum(tangent_kernel(net, x, method="jacobian", of="logits"))[1]
     lr = auto_lr(lam, len(x), head="identity", loss="mse")
     params = dict(net.named_parameters())
-    J = torch.cat([j.flatten(2) for j in torch.func.jacrev(
-        lambda p: torch.func.functional_call(net, p, (x,)))(params).values()], dim=2).reshape(x.shape[0] * 2, -1)
+    J = torch.cat(
+        [j.flatten(2) for j in torch.func.jacrev(lambda p: torch.func.functional_call(net, p, (x,)))(params).values()],
+        dim=2,
+    ).reshape(x.shape[0] * 2, -1)
     gauss_newton = J.T @ J / len(x)
     assert lr == pytest.approx(1.0 / torch.linalg.eigvalsh(gauss_newton)[-1].item(), rel=1e-9)
     assert auto_lr(lam, len(x), head="swish", loss="mse") == pytest.approx(lr / swish_max_slope() ** 2, rel=1e-6)

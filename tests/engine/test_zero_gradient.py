@@ -20,13 +20,15 @@ ZERO_INPUTS = {"kind": "inline", "x": [[0.0, 0.0]] * 4, "y": [1.0, 0.0, 1.0, 0.0
 
 
 def zero_input_job(**training) -> JobSpec:
-    return JobSpec.model_validate({
-        "model": {"hidden": [8], "bias": False, "activation": "tanh"},
-        "data": ZERO_INPUTS,
-        "training": {"max_steps": 5, "target_loss": None} | training,
-        "diagnostics": {"kernel": {"points": 3}, "hessian": {"probe_points": 2, "iterations": 4}},
-        "device": "cpu",
-    })
+    return JobSpec.model_validate(
+        {
+            "model": {"hidden": [8], "bias": False, "activation": "tanh"},
+            "data": ZERO_INPUTS,
+            "training": {"max_steps": 5, "target_loss": None} | training,
+            "diagnostics": {"kernel": {"points": 3}, "hessian": {"probe_points": 2, "iterations": 4}},
+            "device": "cpu",
+        }
+    )
 
 
 def test_auto_lr_of_a_zero_kernel_is_none_not_a_division_by_zero():
@@ -42,7 +44,12 @@ def test_the_ratio_is_none_when_every_gradient_is_zero():
 def test_lr_auto_on_a_zero_kernel_ends_as_zero_kernel_and_keeps_what_it_measured():
     result = run(zero_input_job())
     summary = result.summary
-    assert (summary["outcome"], summary["steps"], summary["lr"], summary["converged"]) == ("zero_kernel", 0, None, False)
+    assert (summary["outcome"], summary["steps"], summary["lr"], summary["converged"]) == (
+        "zero_kernel",
+        0,
+        None,
+        False,
+    )
     assert summary["final_loss"] == pytest.approx(0.25), "(1/2n) Σ y² with f = 0"
     assert summary["kernel_lambda_max_init"] == 0.0 and summary["grad_norm_init"] == 0.0
     assert summary["hessian_grad_ratio_init"] is None and summary["hessian_kernel_ratio_init"] is None

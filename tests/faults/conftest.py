@@ -17,8 +17,6 @@ from ntklab.localstack import QUICK_RECOVERY_SETTINGS, LocalStack, StackError, f
 from .servers import PostgresCluster, RedisServer
 
 
-
-
 @pytest.fixture(scope="session")
 def fault_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     if shutil.which("redis-server") is None:
@@ -33,7 +31,9 @@ def fault_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServe
 @pytest.fixture(scope="session")
 def fault_postgres() -> Iterator[PostgresCluster]:
     if os.geteuid() != 0:
-        pytest.fail("the fault tests create and stop a PostgreSQL cluster of their own: run them as root", pytrace=False)
+        pytest.fail(
+            "the fault tests create and stop a PostgreSQL cluster of their own: run them as root", pytrace=False
+        )
     if not Path("/usr/lib/postgresql").is_dir():
         pytest.fail("PostgreSQL is not installed; scripts/services.sh installs it", pytrace=False)
     cluster = PostgresCluster()
@@ -63,14 +63,22 @@ def fault_database(fault_postgres: PostgresCluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def fault_stack(fault_database: str, fault_redis: RedisServer, tmp_path_factory: pytest.TempPathFactory,
-                request: pytest.FixtureRequest) -> Iterator[LocalStack]:
+def fault_stack(
+    fault_database: str,
+    fault_redis: RedisServer,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[LocalStack]:
     """An API and one worker on the fault servers; a module sets `STACK_SETTINGS` to change settings."""
-    settings = QUICK_RECOVERY_SETTINGS | getattr(request.module, "STACK_SETTINGS", {}) | {
-        "NTKLAB_DATABASE_URL": fault_database,
-        "NTKLAB_BROKER_URL": fault_redis.url,
-        "NTKLAB_QUEUE": f"ntkfault-{uuid.uuid4().hex[:8]}",
-    }
+    settings = (
+        QUICK_RECOVERY_SETTINGS
+        | getattr(request.module, "STACK_SETTINGS", {})
+        | {
+            "NTKLAB_DATABASE_URL": fault_database,
+            "NTKLAB_BROKER_URL": fault_redis.url,
+            "NTKLAB_QUEUE": f"ntkfault-{uuid.uuid4().hex[:8]}",
+        }
+    )
     stack = LocalStack(settings, tmp_path_factory.mktemp("fault-logs"))
     try:
         stack.start_api()

@@ -9,7 +9,6 @@ import pytest
 from ntklab.localstack import LocalStack
 
 
-
 def submit(stack: LocalStack, spec: dict) -> str:
     answer = stack.client.post("/v1/jobs", json=spec)
     assert answer.status_code == 202, answer.text
@@ -27,7 +26,9 @@ def wait_for(stack: LocalStack, job_id: str, done, timeout_s: float) -> dict:
     current = job(stack, job_id)
     while not done(current):
         if time.monotonic() > deadline:
-            pytest.fail(f"job {job_id} after {timeout_s} s: {current['status']} {current['progress']} {current['error']}")
+            pytest.fail(
+                f"job {job_id} after {timeout_s} s: {current['status']} {current['progress']} {current['error']}"
+            )
         time.sleep(0.05)
         current = job(stack, job_id)
     return current
@@ -53,13 +54,17 @@ LONG_RUN_STEPS = 200_000
 def training_spec(steps: int, seed: int = 0, hidden: int = 64, time_budget_s: float | None = None) -> dict:
     """Full-batch GD on 16 points for `steps` steps (or `time_budget_s`), the kernel every 100 steps, no Hessian."""
     return {
-        "name": f"fault-{steps}", "seed": seed,
+        "name": f"fault-{steps}",
+        "seed": seed,
         "model": {"hidden": [hidden]},
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "classes": 2, "probe": {"n": 4}},
         "training": {"max_steps": steps, "target_loss": None, "lr": 0.05, "time_budget_s": time_budget_s},
         "diagnostics": {
-            "kernel": {"schedule": "every", "every": 100}, "hessian": None,
-            "layer_sensitivity": False, "save_kernels": [], "save_weights": False,
+            "kernel": {"schedule": "every", "every": 100},
+            "hessian": None,
+            "layer_sensitivity": False,
+            "save_kernels": [],
+            "save_weights": False,
         },
     }
 

@@ -79,7 +79,20 @@ class Lan:
             namespace = self.namespace(host)
             ip("netns", "add", namespace)
             ip("-n", namespace, "link", "set", "lo", "up")
-            ip("-n", namespace, "link", "add", HOST_LINK, "type", "veth", "peer", "name", f"port{index}", "netns", switch)
+            ip(
+                "-n",
+                namespace,
+                "link",
+                "add",
+                HOST_LINK,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                f"port{index}",
+                "netns",
+                switch,
+            )
             self._plug(f"port{index}")
             ip("-n", namespace, "addr", "add", f"{self.address(host)}/24", "dev", HOST_LINK)
             ip("-n", namespace, "link", "set", HOST_LINK, "up")

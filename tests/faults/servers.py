@@ -38,11 +38,30 @@ class RedisServer:
 
     def start(self) -> None:
         subprocess.run(
-            [*self.launch, "redis-server", "--port", str(self.port), "--bind", self.host, "--protected-mode", "no",
-             "--save", "", "--appendonly", "no",
-             "--daemonize", "yes", "--dir", str(self.workdir), "--pidfile", str(self.pidfile),
-             "--logfile", str(self.workdir / "redis.log")],
-            check=True, capture_output=True,
+            [
+                *self.launch,
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                self.host,
+                "--protected-mode",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "yes",
+                "--dir",
+                str(self.workdir),
+                "--pidfile",
+                str(self.pidfile),
+                "--logfile",
+                str(self.workdir / "redis.log"),
+            ],
+            check=True,
+            capture_output=True,
         )
         wait_until(self.answers, SERVER_TIMEOUT_S, f"redis-server on port {self.port} never answered", every_s=0.1)
 
@@ -52,8 +71,9 @@ class RedisServer:
         self.pidfile.unlink(missing_ok=True)
 
     def answers(self) -> bool:
-        done = subprocess.run([*self.launch, "redis-cli", "-h", self.host, "-p", str(self.port), "ping"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [*self.launch, "redis-cli", "-h", self.host, "-p", str(self.port), "ping"], capture_output=True, text=True
+        )
         return done.stdout.strip() == "PONG"
 
 
@@ -89,7 +109,9 @@ class PostgresCluster:
         return _run("runuser", "-u", "postgres", "--", "psql", "-p", str(self.port), "-qtAc", sql)
 
     def _port(self) -> int:
-        for line in subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True).stdout.splitlines():
+        for line in subprocess.run(
+            ["pg_lsclusters", "--no-header"], capture_output=True, text=True
+        ).stdout.splitlines():
             version, name, port, *_ = line.split()
             if (version, name) == (self.version, CLUSTER):
                 return int(port)
@@ -115,22 +137,63 @@ class ScratchPostgres:
     def start(self) -> None:
         self.datadir = Path(tempfile.mkdtemp(prefix="ntkscratch-pg-"))
         shutil.chown(self.datadir, "postgres", "postgres")
-        _run("runuser", "-u", "postgres", "--", str(self.bin / "initdb"), "-D", str(self.datadir), "-U", ROLE,
-             "-A", "trust", "--no-sync")
+        _run(
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.datadir),
+            "-U",
+            ROLE,
+            "-A",
+            "trust",
+            "--no-sync",
+        )
         with open(self.datadir / "pg_hba.conf", "a") as hba:
             hba.write(f"host all all {self.clients} trust\n")
-        settings = {"listen_addresses": self.host, "port": str(self.PORT), "unix_socket_directories": str(self.datadir),
-                    "fsync": "off"} | self.options
-        _run(*self.launch, "runuser", "-u", "postgres", "--", str(self.bin / "pg_ctl"), "-D", str(self.datadir),
-             "-l", str(self.datadir / "server.log"), "-w", "-t", str(SERVER_TIMEOUT_S),
-             "-o", " ".join(f"-c {name}={value}" for name, value in settings.items()), "start")
+        settings = {
+            "listen_addresses": self.host,
+            "port": str(self.PORT),
+            "unix_socket_directories": str(self.datadir),
+            "fsync": "off",
+        } | self.options
+        _run(
+            *self.launch,
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.datadir / "server.log"),
+            "-w",
+            "-t",
+            str(SERVER_TIMEOUT_S),
+            "-o",
+            " ".join(f"-c {name}={value}" for name, value in settings.items()),
+            "start",
+        )
 
     def stop(self) -> None:
         if self.datadir is None:
             return
         if (self.datadir / "postmaster.pid").exists():
-            _run("runuser", "-u", "postgres", "--", str(self.bin / "pg_ctl"), "-D", str(self.datadir),
-                 "stop", "-m", "immediate")
+            _run(
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "stop",
+                "-m",
+                "immediate",
+            )
         shutil.rmtree(self.datadir)
         self.datadir = None
 

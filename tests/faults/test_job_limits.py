@@ -21,18 +21,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack]
 TIME_LIMIT_S = 4
 PROBE, OUTPUTS = 1024, 256
 KERNEL_BYTES = (PROBE * OUTPUTS) ** 2 * 4
-STACK_SETTINGS = {"NTKLAB_JOB_TIME_LIMIT_S": str(TIME_LIMIT_S), "NTKLAB_MAX_KERNEL_ENTRIES": str((PROBE * OUTPUTS) ** 2),
-                  # let the 256 GiB kernel past the estimate's caps and the worker's check, to the allocator
-                  "NTKLAB_MAX_JOB_MEMORY_BYTES": str(2**50), "NTKLAB_MAX_JOB_FLOPS": "1e30", "NTKLAB_MAX_JOB_SECONDS": "1e30",
-                  "NTKLAB_WORKER_MEMORY_BUDGET_BYTES": str(2**50)}
+STACK_SETTINGS = {
+    "NTKLAB_JOB_TIME_LIMIT_S": str(TIME_LIMIT_S),
+    "NTKLAB_MAX_KERNEL_ENTRIES": str((PROBE * OUTPUTS) ** 2),
+    # let the 256 GiB kernel past the estimate's caps and the worker's check, to the allocator
+    "NTKLAB_MAX_JOB_MEMORY_BYTES": str(2**50),
+    "NTKLAB_MAX_JOB_FLOPS": "1e30",
+    "NTKLAB_MAX_JOB_SECONDS": "1e30",
+    "NTKLAB_WORKER_MEMORY_BUDGET_BYTES": str(2**50),
+}
 HEADROOM_BYTES = 2 * 2**30
 
 HUGE_KERNEL = {
-    "name": "oom", "seed": 0, "model": {"hidden": [1]},
+    "name": "oom",
+    "seed": 0,
+    "model": {"hidden": [1]},
     "data": {"kind": "gaussian_mixture", "n_train": PROBE, "input_dim": 2, "classes": OUTPUTS, "probe": {"n": PROBE}},
     "training": {"max_steps": 1, "target_loss": None, "lr": 0.1},
-    "diagnostics": {"kernel": {"schedule": "every", "every": 1}, "hessian": None, "layer_sensitivity": False,
-                    "save_kernels": [], "save_weights": False},
+    "diagnostics": {
+        "kernel": {"schedule": "every", "every": 1},
+        "hessian": None,
+        "layer_sensitivity": False,
+        "save_kernels": [],
+        "save_weights": False,
+    },
 }
 
 
@@ -42,8 +54,11 @@ def pool_processes(worker) -> list[int]:
 
 
 def limit_address_space(pid: int) -> None:
-    size_kb = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                   if line.startswith("VmSize:"))
+    size_kb = next(
+        int(line.split()[1])
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if line.startswith("VmSize:")
+    )
     limit = size_kb * 1024 + HEADROOM_BYTES
     resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
 

@@ -36,7 +36,12 @@ from sqlalchemy import Engine, create_engine, select
 
 from ntklab import localstack
 from ntklab.localstack import (
-    API_READY_TIMEOUT_S, QUICK_RECOVERY_SETTINGS, WORKER_READY_LINE, WORKER_READY_TIMEOUT_S, StackError, clean_env,
+    API_READY_TIMEOUT_S,
+    QUICK_RECOVERY_SETTINGS,
+    WORKER_READY_LINE,
+    WORKER_READY_TIMEOUT_S,
+    StackError,
+    clean_env,
     wait_until,
 )
 from store.models import Artifact, Job, MetricChunk, utcnow
@@ -73,14 +78,35 @@ class LanStack:
 
     def start(self) -> None:
         """Start the API and both workers at once; return when all answer (workers: engine imported)."""
-        api = self._spawn(SERVER, ["uvicorn", "--factory", "service.app:create_app",
-                                   "--host", self.lan.address(SERVER), "--port", str(API_PORT)], "api")
-        workers = {host: self._spawn(host, ["workers", "-n", self.nodes[host], "--without-gossip", "--without-mingle",
-                                            "--without-heartbeat"], host) for host in WORKER_HOSTS}
+        api = self._spawn(
+            SERVER,
+            [
+                "uvicorn",
+                "--factory",
+                "service.app:create_app",
+                "--host",
+                self.lan.address(SERVER),
+                "--port",
+                str(API_PORT),
+            ],
+            "api",
+        )
+        workers = {
+            host: self._spawn(
+                host,
+                ["workers", "-n", self.nodes[host], "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                host,
+            )
+            for host in WORKER_HOSTS
+        }
         wait_until(self._api_ready, API_READY_TIMEOUT_S, f"API never answered; see {self.logs}/api.log", alive=api)
         for host, worker in workers.items():
-            wait_until(lambda: WORKER_READY_LINE in self.log(host), WORKER_READY_TIMEOUT_S,
-                       f"worker on {host} never became ready; see {self.logs}/{host}.log", alive=worker)
+            wait_until(
+                lambda: WORKER_READY_LINE in self.log(host),
+                WORKER_READY_TIMEOUT_S,
+                f"worker on {host} never became ready; see {self.logs}/{host}.log",
+                alive=worker,
+            )
 
     def log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text()
@@ -96,8 +122,11 @@ class LanStack:
     def _spawn(self, host: str, module_command: list[str], log: str) -> subprocess.Popen:
         with open(self.logs / f"{log}.log", "wb") as out:
             process = subprocess.Popen(
-                [*self.lan.run_in(host), sys.executable, "-m", *module_command], env=clean_env(self.settings),
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [*self.lan.run_in(host), sys.executable, "-m", *module_command],
+                env=clean_env(self.settings),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.processes.append(process)
         return process
@@ -126,8 +155,12 @@ def lan() -> Iterator[Lan]:
 @pytest.fixture(scope="module")
 def server_urls(lan: Lan, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """PostgreSQL (migrated) and Redis on the server host, as settings."""
-    postgres = ScratchPostgres(lan.address(SERVER), lan.cidr, lan.run_in(SERVER),
-                               {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_TIMEOUT})
+    postgres = ScratchPostgres(
+        lan.address(SERVER),
+        lan.cidr,
+        lan.run_in(SERVER),
+        {"idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_TIMEOUT},
+    )
     redis = RedisServer(REDIS_PORT, tmp_path_factory.mktemp("lan-redis"), lan.address(SERVER), lan.run_in(SERVER))
     try:
         postgres.start()
@@ -142,8 +175,9 @@ def server_urls(lan: Lan, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="module")
 def lan_stack(lan: Lan, server_urls: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LanStack]:
-    stack = LanStack(lan, QUICK_RECOVERY_SETTINGS | server_urls | {"NTKLAB_QUEUE": "ntklab"},
-                     tmp_path_factory.mktemp("lan-logs"))
+    stack = LanStack(
+        lan, QUICK_RECOVERY_SETTINGS | server_urls | {"NTKLAB_QUEUE": "ntklab"}, tmp_path_factory.mktemp("lan-logs")
+    )
     try:
         stack.start()
     except StackError as error:
@@ -167,8 +201,11 @@ def job_row(database: Engine, job_id: str) -> dict:
 
 def stored(database: Engine, job_id: str) -> dict:
     """Everything the database holds for the job: its row, its metric chunks and its artifacts (bytes included)."""
-    return {"job": job_row(database, job_id), "chunks": rows_of(database, MetricChunk, job_id),
-            "artifacts": rows_of(database, Artifact, job_id)}
+    return {
+        "job": job_row(database, job_id),
+        "chunks": rows_of(database, MetricChunk, job_id),
+        "artifacts": rows_of(database, Artifact, job_id),
+    }
 
 
 def rows_of(database: Engine, model, job_id: str) -> list[dict]:
@@ -191,7 +228,9 @@ def test_a_worker_host_cut_off_mid_job_loses_it_to_the_other_host_and_writes_not
 
     done = wait_for(lan_stack, job_id, finished, timeout_s=60)
     final = job_row(database, job_id)
-    assert (done["status"], done["attempts"], final["worker"]) == ("succeeded", 2, lan_stack.nodes[other]), done["error"]
+    assert (done["status"], done["attempts"], final["worker"]) == ("succeeded", 2, lan_stack.nodes[other]), done[
+        "error"
+    ]
     assert final["enqueued_at"] - last_heartbeat >= HEARTBEAT_STALE, "requeued only once the heartbeat went stale"
     assert done["summary"]["outcome"] == "time_budget"
     points = series(lan_stack, job_id)
@@ -202,8 +241,11 @@ def test_a_worker_host_cut_off_mid_job_loses_it_to_the_other_host_and_writes_not
     before = stored(database, job_id)
     assert before["artifacts"] and before["chunks"], "the snapshot holds what the cut-off worker could overwrite"
     lan.restore(cut_off)
-    wait_until(lambda: TASK_ENDED.search(lan_stack.log(cut_off)), NOTICE_TIMEOUT_S,
-               f"the cut-off worker on {cut_off} did not end its lost attempt once back; see its log")
+    wait_until(
+        lambda: TASK_ENDED.search(lan_stack.log(cut_off)),
+        NOTICE_TIMEOUT_S,
+        f"the cut-off worker on {cut_off} did not end its lost attempt once back; see its log",
+    )
     assert stored(database, job_id) == before, "the cut-off worker wrote into the job it lost"
     assert ROW_TAKEN_LINE in lan_stack.log(cut_off), "its heartbeat did not find the row taken over"
     assert RESULT_DROPPED_LINE in lan_stack.log(cut_off), "it did not drop its result"

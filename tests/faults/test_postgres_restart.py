@@ -12,7 +12,17 @@ import time
 
 import pytest
 
-from .jobs import LONG_RUN_STEPS, assert_complete, finished, long_run_spec, running_past, series, submit, training_spec, wait_for
+from .jobs import (
+    LONG_RUN_STEPS,
+    assert_complete,
+    finished,
+    long_run_spec,
+    running_past,
+    series,
+    submit,
+    training_spec,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-from .jobs import LONG_RUN_STEPS, assert_complete, finished, job, long_run_spec, running_past, series, submit, training_spec, wait_for
+from .jobs import (
+    LONG_RUN_STEPS,
+    assert_complete,
+    finished,
+    job,
+    long_run_spec,
+    running_past,
+    series,
+    submit,
+    training_spec,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

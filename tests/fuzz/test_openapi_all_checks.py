@@ -48,13 +48,21 @@ def api_url(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     folder = tmp_path_factory.mktemp("all-checks")
     port = free_port()
     environment = os.environ | {
-        "NTKLAB_DATABASE_URL": postgres_url, "NTKLAB_BROKER_URL": "filesystem://", "NTKLAB_BROKER_DIR": str(folder / "broker"),
-        "NTKLAB_QUEUE": f"all-checks-{port}", "NTKLAB_AUTH": "on", "NTKLAB_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
-        "NTKLAB_REAPER_ENABLED": "false", "NTKLAB_MAX_SWEEP_JOBS": "8", "NTKLAB_MAX_QUEUED_JOBS_PER_KEY": "1000000",
+        "NTKLAB_DATABASE_URL": postgres_url,
+        "NTKLAB_BROKER_URL": "filesystem://",
+        "NTKLAB_BROKER_DIR": str(folder / "broker"),
+        "NTKLAB_QUEUE": f"all-checks-{port}",
+        "NTKLAB_AUTH": "on",
+        "NTKLAB_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
+        "NTKLAB_REAPER_ENABLED": "false",
+        "NTKLAB_MAX_SWEEP_JOBS": "8",
+        "NTKLAB_MAX_QUEUED_JOBS_PER_KEY": "1000000",
         "NTKLAB_PUBLIC_URL": f"http://127.0.0.1:{port}",
     }
     with open(folder / "api.log", "wb") as log:
-        process = subprocess.Popen(api_command("127.0.0.1", port, 1), env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            api_command("127.0.0.1", port, 1), env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -83,19 +91,45 @@ def test_schemathesis_all_checks_find_no_server_error(api_url: str, tmp_path: Pa
     per_operation = -(-CASES // operations(api_url))
     har, report = tmp_path / "requests.har", tmp_path / "report.json"
     command = [
-        sys.executable, "-m", "schemathesis.cli", "run", f"{api_url}/openapi.json", "--checks", "all",
-        "--max-examples", str(per_operation), "--continue-on-failure", "--seed", "0", "--workers", "1", "--no-color",
-        "--header", f"X-API-Key: {ADMIN_KEY}", "--request-timeout", "60",
-        "--report", "har,json", "--report-har-path", str(har), "--report-json-path", str(report),
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        f"{api_url}/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        str(per_operation),
+        "--continue-on-failure",
+        "--seed",
+        "0",
+        "--workers",
+        "1",
+        "--no-color",
+        "--header",
+        f"X-API-Key: {ADMIN_KEY}",
+        "--request-timeout",
+        "60",
+        "--report",
+        "har,json",
+        "--report-har-path",
+        str(har),
+        "--report-json-path",
+        str(report),
     ]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_LIMIT_S, cwd=tmp_path)  # its cache too
     elapsed = time.monotonic() - started
     entries = json.loads(har.read_text())["log"]["entries"]
     statuses = Counter(entry["response"]["status"] for entry in entries)
-    server_errors = [(entry["request"]["method"], entry["request"]["url"], entry["response"]["status"])
-                     for entry in entries if entry["response"]["status"] >= 500]
-    print(f"\nschemathesis --checks all: {len(entries)} requests in {elapsed:.0f} s, {len(server_errors)} × 5xx; "
-          f"statuses {dict(sorted(statuses.items()))}\n{done.stdout[-6000:]}")
+    server_errors = [
+        (entry["request"]["method"], entry["request"]["url"], entry["response"]["status"])
+        for entry in entries
+        if entry["response"]["status"] >= 500
+    ]
+    print(
+        f"\nschemathesis --checks all: {len(entries)} requests in {elapsed:.0f} s, {len(server_errors)} × 5xx; "
+        f"statuses {dict(sorted(statuses.items()))}\n{done.stdout[-6000:]}"
+    )
     assert len(entries) >= CASES, f"only {len(entries)} requests were sent"
     assert not server_errors, server_errors[:20]

@@ -42,8 +42,13 @@ from store.sweep_specs import job_spec
 pytestmark = pytest.mark.slow
 
 MIN_REQUESTS = 500
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 HEALTH = ["/healthz", "/readyz", "/metrics"]
 TAGS = ["jobs", "sweeps", "presets", "operations"]
 CAMPAIGNS = [*TAGS, "health"]
@@ -72,8 +77,12 @@ class CountingApp:
 
 def fuzzing(examples: int):
     return hypothesis_settings(
-        max_examples=examples, derandomize=True, database=None, deadline=None,
-        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
     )
 
 
@@ -132,8 +141,12 @@ class Fuzzer:
 
     def _health(self) -> None:
         @fuzzing(MIN_REQUESTS)
-        @given(path=st.sampled_from(HEALTH), query=st.dictionaries(QUERY_TEXT, QUERY_TEXT, max_size=3),
-               header=st.from_regex(r"\Ax-[a-z]{1,10}\Z"), value=st.from_regex(r"\A[ -~]{0,40}\Z"))
+        @given(
+            path=st.sampled_from(HEALTH),
+            query=st.dictionaries(QUERY_TEXT, QUERY_TEXT, max_size=3),
+            header=st.from_regex(r"\Ax-[a-z]{1,10}\Z"),
+            value=st.from_regex(r"\A[ -~]{0,40}\Z"),
+        )
         def ignore_any_query_and_header(path, query, header, value):
             with TestClient(self.counted) as client:
                 answer = client.get(path, params=query, headers={header: value})
@@ -146,9 +159,15 @@ class Fuzzer:
 @pytest.fixture(scope="module")
 def fuzz(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Fuzzer:
     settings = Settings(
-        database_url=postgres_url, broker_url="filesystem://", broker_dir=tmp_path_factory.mktemp("broker"),
-        queue=f"ntklab-fuzz-{uuid.uuid4().hex[:8]}", public_url="http://testserver", reaper_enabled=False,
-        auth="off", max_sweep_jobs=8, max_queued_jobs_per_key=100_000,
+        database_url=postgres_url,
+        broker_url="filesystem://",
+        broker_dir=tmp_path_factory.mktemp("broker"),
+        queue=f"ntklab-fuzz-{uuid.uuid4().hex[:8]}",
+        public_url="http://testserver",
+        reaper_enabled=False,
+        auth="off",
+        max_sweep_jobs=8,
+        max_queued_jobs_per_key=100_000,
     )
     return Fuzzer(create_app(settings))
 
@@ -166,7 +185,10 @@ def test_every_group_got_its_requests(fuzz):
     fuzz.run_all()
     requests = fuzz.counted.requests
     assert {group: requests[group] >= MIN_REQUESTS for group in ("jobs", "sweeps", "presets", "health")} == {
-        "jobs": True, "sweeps": True, "presets": True, "health": True,
+        "jobs": True,
+        "sweeps": True,
+        "presets": True,
+        "health": True,
     }, dict(requests)
 
 

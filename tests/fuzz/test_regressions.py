@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 import json
 import time
-import zipfile
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +32,11 @@ from tests.stored_artifacts import add_artifact
 REGRESSIONS = json.loads((Path(__file__).parent / "regressions.json").read_text())["requests"]
 ADMIN_KEY = "ntk_" + "r" * 43
 PROBLEM = "application/problem+json"
-TINY = {"model": {"hidden": [4]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
-        "training": {"max_steps": 1}}
+TINY = {
+    "model": {"hidden": [4]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
+    "training": {"max_steps": 1},
+}
 
 
 def inline_sweep_100_seeds() -> bytes:
@@ -45,13 +48,23 @@ def inline_sweep_100_seeds() -> bytes:
 
 
 def _onnx(nodes: list, initializers: list, *, opsets=(("", 17),), d: int = 3, out: int = 3) -> bytes:
-    graph = helper.make_graph(nodes, "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])], initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid(*o) for o in opsets], ir_version=8).SerializeToString()
+    graph = helper.make_graph(
+        nodes,
+        "hostile",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])],
+        initializers,
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(*o) for o in opsets], ir_version=8
+    ).SerializeToString()
 
 
 def _reads(name: str) -> list:
-    return [helper.make_node("ReduceSum", [name], ["total"], keepdims=0), helper.make_node("Mul", ["x", "total"], ["y"])]
+    return [
+        helper.make_node("ReduceSum", [name], ["total"], keepdims=0),
+        helper.make_node("Mul", ["x", "total"], ["y"]),
+    ]
 
 
 def onnx_doubling_chain() -> bytes:
@@ -64,7 +77,9 @@ def onnx_doubling_chain() -> bytes:
 def onnx_squared_constant() -> bytes:
     """Issue #25 item 1: a constant 2048 × 2048 matrix squared 8 times (2·2048³ FLOPs each, past max_folding_flops)."""
     shape = numpy_helper.from_array(np.array([2048, 2048], np.int64), "shape")
-    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["m0"], value=numpy_helper.from_array(np.ones(1, np.float32)))]
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["m0"], value=numpy_helper.from_array(np.ones(1, np.float32)))
+    ]
     nodes += [helper.make_node("MatMul", [f"m{i}", f"m{i}"], [f"m{i + 1}"]) for i in range(8)]
     return _onnx(nodes + _reads("m8"), [shape])
 
@@ -98,8 +113,10 @@ def onnx_impossible_reshape() -> bytes:
 def nested_residuals(depth: int) -> bytes:
     """Issue #25 item 6: residuals nested `depth` deep."""
     layers = '[{"type":"residual","layers":' * depth + '[{"type":"dense","width":4}]' + "}]" * depth
-    return (f'{{"model": {{"kind": "graph", "layers": {layers}}}, "data": {{"kind": "gaussian_mixture", "n_train": 8, '
-            f'"input_dim": 4}}, "training": {{"max_steps": 1}}}}').encode()
+    return (
+        f'{{"model": {{"kind": "graph", "layers": {layers}}}, "data": {{"kind": "gaussian_mixture", "n_train": 8, '
+        f'"input_dim": 4}}, "training": {{"max_steps": 1}}}}'
+    ).encode()
 
 
 def npz_65_dimensions() -> bytes:
@@ -127,12 +144,20 @@ def npz_bomb() -> bytes:
     return archive.getvalue()
 
 
-GENERATED = {"inline_sweep_100_seeds": inline_sweep_100_seeds, "onnx_doubling_chain": onnx_doubling_chain,
-             "onnx_squared_constant": onnx_squared_constant, "onnx_many_initializers": onnx_many_initializers,
-             "onnx_opset_9999": onnx_opset_9999, "onnx_two_default_opsets": onnx_two_default_opsets,
-             "onnx_impossible_reshape": onnx_impossible_reshape, "nested_residuals_126": lambda: nested_residuals(126),
-             "nested_residuals_250": lambda: nested_residuals(250), "nested_residuals_100": lambda: nested_residuals(100),
-             "npz_65_dimensions": npz_65_dimensions, "npz_bomb": npz_bomb}
+GENERATED = {
+    "inline_sweep_100_seeds": inline_sweep_100_seeds,
+    "onnx_doubling_chain": onnx_doubling_chain,
+    "onnx_squared_constant": onnx_squared_constant,
+    "onnx_many_initializers": onnx_many_initializers,
+    "onnx_opset_9999": onnx_opset_9999,
+    "onnx_two_default_opsets": onnx_two_default_opsets,
+    "onnx_impossible_reshape": onnx_impossible_reshape,
+    "nested_residuals_126": lambda: nested_residuals(126),
+    "nested_residuals_250": lambda: nested_residuals(250),
+    "nested_residuals_100": lambda: nested_residuals(100),
+    "npz_65_dimensions": npz_65_dimensions,
+    "npz_bomb": npz_bomb,
+}
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -144,8 +169,14 @@ def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     else:
         url = request.getfixturevalue("postgres_url")
     settings = Settings(
-        database_url=url, broker_url="filesystem://", broker_dir=root / "broker", queue=f"regressions-{uuid.uuid4().hex[:8]}",
-        public_url="http://testserver", reaper_enabled=False, auth="on", bootstrap_admin_key=ADMIN_KEY,
+        database_url=url,
+        broker_url="filesystem://",
+        broker_dir=root / "broker",
+        queue=f"regressions-{uuid.uuid4().hex[:8]}",
+        public_url="http://testserver",
+        reaper_enabled=False,
+        auth="on",
+        bootstrap_admin_key=ADMIN_KEY,
         auth_failures_per_minute=3,
     )
     app = create_app(settings)
@@ -159,8 +190,10 @@ def placeholders(client: TestClient) -> dict[str, str]:
     assert job.status_code == 202, job.text
     with client.app.state.sessions.begin() as session:
         add_artifact(session, job.json()["id"], "kernel_init.npy", "application/octet-stream", b"abc")
-    sweep = client.post("/v1/sweeps", json={"base": TINY, "grid": {"model.hidden.0": [2, 4]},
-                                            "fits": [{"y": "$x^$", "x": "model.hidden.0"}]})
+    sweep = client.post(
+        "/v1/sweeps",
+        json={"base": TINY, "grid": {"model.hidden.0": [2, 4]}, "fits": [{"y": "$x^$", "x": "model.hidden.0"}]},
+    )
     assert sweep.status_code == 202, sweep.text
     return {"job": job.json()["id"], "sweep": sweep.json()["id"]}
 
@@ -177,7 +210,11 @@ def send(client: TestClient, entry: dict, placeholders: dict[str, str], repetiti
     if content is not None:
         headers.setdefault("content-type", "application/json")
     path = entry["path"].format(**placeholders)
-    peer = TestClient(client.app, client=(entry["client"], 50000), raise_server_exceptions=False) if "client" in entry else client
+    peer = (
+        TestClient(client.app, client=(entry["client"], 50000), raise_server_exceptions=False)
+        if "client" in entry
+        else client
+    )
     return peer.request(entry["method"], path, content=content, headers=headers, follow_redirects=False)
 
 

@@ -23,9 +23,21 @@ from tests.stored_artifacts import add_artifact
 
 PROBLEM = "application/problem+json"
 MAX_SWEEP_JOBS = 8
-TINY = {"model": {"hidden": [4]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2}, "training": {"max_steps": 1}}
-TRAVERSALS = ["../../../../etc/passwd", "..%2F..%2F..%2Fetc%2Fpasswd", "%2e%2e%2f%2e%2e%2fetc%2fpasswd", "..\\..\\win.ini",
-              "/etc/passwd", "kernel_init.npy/../../../etc/passwd", "....//....//etc/passwd", "%252e%252e%252f"]
+TINY = {
+    "model": {"hidden": [4]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
+    "training": {"max_steps": 1},
+}
+TRAVERSALS = [
+    "../../../../etc/passwd",
+    "..%2F..%2F..%2Fetc%2Fpasswd",
+    "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    "..\\..\\win.ini",
+    "/etc/passwd",
+    "kernel_init.npy/../../../etc/passwd",
+    "....//....//etc/passwd",
+    "%252e%252e%252f",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +45,18 @@ def app(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("abuse")
     url = f"sqlite:///{root / 'ntklab.db'}"
     localstack.migrate(url)
-    return create_app(Settings(
-        database_url=url, broker_url="filesystem://", broker_dir=root / "broker", queue=f"abuse-{uuid.uuid4().hex[:8]}",
-        public_url="http://testserver", reaper_enabled=False, auth="off", max_sweep_jobs=MAX_SWEEP_JOBS,
-    ))
+    return create_app(
+        Settings(
+            database_url=url,
+            broker_url="filesystem://",
+            broker_dir=root / "broker",
+            queue=f"abuse-{uuid.uuid4().hex[:8]}",
+            public_url="http://testserver",
+            reaper_enabled=False,
+            auth="off",
+            max_sweep_jobs=MAX_SWEEP_JOBS,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +142,13 @@ def sweep_id(client) -> str:
 
 @pytest.mark.parametrize(
     "query",
-    [*({"x": name} for name in TRAVERSALS), *({"y": name} for name in TRAVERSALS),
-     {"format": "../png"}, {"format": "png/../../etc/passwd"}, {"x": "model." * 40 + "x"}],
+    [
+        *({"x": name} for name in TRAVERSALS),
+        *({"y": name} for name in TRAVERSALS),
+        {"format": "../png"},
+        {"format": "png/../../etc/passwd"},
+        {"x": "model." * 40 + "x"},
+    ],
 )
 def test_sweep_plot_parameters_that_traverse_are_a_4xx(client, sweep_id, query):
     answer = client.get(f"/v1/sweeps/{sweep_id}/plot", params=query)

@@ -89,5 +89,7 @@ def test_a_200_mib_artifact_downloads_with_bounded_api_memory(api: LiveStack):
     growth = peak_rss(api.api.pid) - before
 
     assert (received, digest.hexdigest()) == (SIZE, expected)
-    print(f"API peak RSS {before / 2**20:.1f} MiB before, grew by {growth / 2**20:.1f} MiB for a {SIZE / 2**20:.0f} MiB download")
+    print(
+        f"API peak RSS {before / 2**20:.1f} MiB before, grew by {growth / 2**20:.1f} MiB for a {SIZE / 2**20:.0f} MiB download"
+    )
     assert growth < BOUND, f"the API's peak RSS grew by {growth / 2**20:.1f} MiB streaming {SIZE / 2**20:.0f} MiB"

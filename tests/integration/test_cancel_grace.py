@@ -38,8 +38,14 @@ def cancel(store: JobStore, job_id: str) -> None:
 
 
 def reporter(store: JobStore, claim, overdue: list[float]) -> JobReporter:
-    return JobReporter(store, claim, heartbeat_interval_s=TICK_S, flush_interval_s=TICK_S, cancel_grace_s=GRACE_S,
-                       overdue=lambda: overdue.append(time.monotonic()))
+    return JobReporter(
+        store,
+        claim,
+        heartbeat_interval_s=TICK_S,
+        flush_interval_s=TICK_S,
+        cancel_grace_s=GRACE_S,
+        overdue=lambda: overdue.append(time.monotonic()),
+    )
 
 
 def seen(job: JobReporter, timeout_s: float = 5.0) -> float:

@@ -31,8 +31,10 @@ CANCEL_LIMIT_S = 5.0
 SETTLE_S = 1.0
 FOLDED, FOLDS = 2048, 60  # the ONNX graph folds 60 products of 2048 × 2048 constants when it is converted
 STACK_SETTINGS = {
-    "NTKLAB_HEARTBEAT_INTERVAL_S": "2.0", "NTKLAB_HEARTBEAT_STALE_S": "30",  # the defaults: a cancel is seen within 0.5 s
-    "NTKLAB_MAX_FOLDING_FLOPS": "1e13", "NTKLAB_MAX_FOLDED_CONSTANT_BYTES": str(8 * 2**30),
+    "NTKLAB_HEARTBEAT_INTERVAL_S": "2.0",
+    "NTKLAB_HEARTBEAT_STALE_S": "30",  # the defaults: a cancel is seen within 0.5 s
+    "NTKLAB_MAX_FOLDING_FLOPS": "1e13",
+    "NTKLAB_MAX_FOLDED_CONSTANT_BYTES": str(8 * 2**30),
     "NTKLAB_MAX_KERNEL_ENTRIES": str(8192**2),  # the stuck job's K [8192, 8192]
 }
 QUIET = {"layer_sensitivity": False, "save_kernels": [], "save_weights": False}
@@ -40,42 +42,66 @@ LATENCIES: dict[str, float] = {}
 
 
 def mixture(n_train: int, input_dim: int, classes: int, probe: int) -> dict:
-    return {"kind": "gaussian_mixture", "n_train": n_train, "input_dim": input_dim, "classes": classes, "probe": {"n": probe}}
+    return {
+        "kind": "gaussian_mixture",
+        "n_train": n_train,
+        "input_dim": input_dim,
+        "classes": classes,
+        "probe": {"n": probe},
+    }
 
 
 PHASES = {
     # full-batch GD for two minutes
     "train": {
-        "model": {"hidden": [64]}, "data": mixture(16, 4, 2, 4),
+        "model": {"hidden": [64]},
+        "data": mixture(16, 4, 2, 4),
         "training": {"max_steps": 200_000, "lr": 0.05, "target_loss": None, "time_budget_s": 120},
         "diagnostics": {"kernel": {"schedule": "every", "every": 100}, "hessian": None, **QUIET},
     },
     # K at init by NTK-vector products: 1500 columns, 10+ s
     "kernel": {
-        "model": {"hidden": [256, 256]}, "data": mixture(150, 32, 10, 150),
+        "model": {"hidden": [256, 256]},
+        "data": mixture(150, 32, 10, 150),
         "training": {"max_steps": 3, "lr": 0.01},
         "diagnostics": {"kernel": {"method": "ntk_vp"}, "hessian": None, **QUIET},
     },
     # Lanczos to the cap on 16 points × 10 outputs: 80 000 Hessian-vector products
     "hessian": {
-        "model": {"hidden": [256, 256]}, "data": mixture(64, 32, 10, 16),
+        "model": {"hidden": [256, 256]},
+        "data": mixture(64, 32, 10, 16),
         "training": {"max_steps": 3, "lr": 0.01},
-        "diagnostics": {"kernel": None, "hessian": {"at": ["init"], "probe_points": 16, "iterations": 500, "tolerance": 0}, **QUIET},
+        "diagnostics": {
+            "kernel": None,
+            "hessian": {"at": ["init"], "probe_points": 16, "iterations": 500, "tolerance": 0},
+            **QUIET,
+        },
     },
     # SLQ of the loss Hessian: 200 probes × 200 Lanczos steps
     "hessian_spectrum": {
-        "model": {"hidden": [256, 256]}, "data": mixture(256, 32, 10, 16),
+        "model": {"hidden": [256, 256]},
+        "data": mixture(256, 32, 10, 16),
         "training": {"max_steps": 3, "lr": 0.01},
-        "diagnostics": {"kernel": None, "hessian": None,
-                        "hessian_spectrum": {"of": "loss", "at": ["init"], "probes": 200, "lanczos_steps": 200}, **QUIET},
+        "diagnostics": {
+            "kernel": None,
+            "hessian": None,
+            "hessian_spectrum": {"of": "loss", "at": ["init"], "probes": 200, "lanczos_steps": 200},
+            **QUIET,
+        },
     },
     # Θ∞ of a 12-layer CNN on 10 × 10 images: 24² point pairs × 100² position pairs, about 1 s a map, 25 maps
     "infinite_width": {
         "model": {"kind": "cnn", "hidden": [8] * 12, "input_shape": [1, 10, 10], "readout": "flatten"},
         "data": mixture(24, 100, 2, 24),
         "training": {"max_steps": 2, "lr": 0.01},
-        "diagnostics": {"kernel": None, "hessian": None, "infinite_width": {}, "linearization_error": False,
-                        "weight_change": False, **QUIET},
+        "diagnostics": {
+            "kernel": None,
+            "hessian": None,
+            "infinite_width": {},
+            "linearization_error": False,
+            "weight_change": False,
+            **QUIET,
+        },
     },
 }
 
@@ -97,7 +123,9 @@ def stack(postgres_redis_stack: dict[str, str], tmp_path_factory: pytest.TempPat
     live = started(postgres_redis_stack, tmp_path_factory.mktemp("logs"))
     yield live
     live.stop()
-    print("\ncancel latency by phase (s): " + ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in LATENCIES.items()))
+    print(
+        "\ncancel latency by phase (s): " + ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in LATENCIES.items())
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +142,9 @@ def wait_for(stack: LocalStack, job_id: str, done, timeout_s: float) -> dict:
     current = job(stack, job_id)
     while not done(current):
         if time.monotonic() > deadline or current["status"] in ("succeeded", "failed", "cancelled"):
-            pytest.fail(f"job {job_id} after {timeout_s} s: {current['status']} {current['progress']} {current['error']}")
+            pytest.fail(
+                f"job {job_id} after {timeout_s} s: {current['status']} {current['progress']} {current['error']}"
+            )
         time.sleep(0.05)
         current = job(stack, job_id)
     return current
@@ -157,11 +187,14 @@ def folding_chain_onnx(width: int, folds: int) -> bytes:
     q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(width, width)))
     nodes = [helper.make_node("Constant", [], ["c0"], value=numpy_helper.from_array(q.astype(np.float32), "q"))]
     nodes += [helper.make_node("MatMul", [f"c{k}", "c0"], [f"c{k + 1}"], name=f"fold{k}") for k in range(folds)]
-    nodes += [helper.make_node("MatMul", ["x", f"c{folds}"], ["h"], name="rotate"),
-              helper.make_node("Gemm", ["h", "w", "b"], ["y"], transB=1, name="readout")]
+    nodes += [
+        helper.make_node("MatMul", ["x", f"c{folds}"], ["h"], name="rotate"),
+        helper.make_node("Gemm", ["h", "w", "b"], ["y"], transB=1, name="readout"),
+    ]
     readout = (np.random.default_rng(1).normal(size=(2, width)) / np.sqrt(width)).astype(np.float32)
     graph = helper.make_graph(
-        nodes, "folding-chain",
+        nodes,
+        "folding-chain",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2])],
         [numpy_helper.from_array(readout, "w"), numpy_helper.from_array(np.zeros(2, np.float32), "b")],
@@ -170,13 +203,19 @@ def folding_chain_onnx(width: int, folds: int) -> bytes:
 
 
 def test_a_cancel_lands_within_seconds_while_an_onnx_model_is_converted(stack):
-    uploaded = stack.client.post("/v1/models", content=folding_chain_onnx(FOLDED, FOLDS),
-                                 headers={"Content-Type": "application/octet-stream"})
+    uploaded = stack.client.post(
+        "/v1/models", content=folding_chain_onnx(FOLDED, FOLDS), headers={"Content-Type": "application/octet-stream"}
+    )
     assert uploaded.status_code == 201, uploaded.text
     pool = pool_processes(stack)
-    spec = {"seed": 0, "dtype": "float32", "model": {"kind": "onnx", "id": uploaded.json()["id"]},
-            "data": mixture(8, FOLDED, 2, 4), "training": {"max_steps": 3, "lr": 0.01},
-            "diagnostics": {"kernel": None, "hessian": None, **QUIET}}
+    spec = {
+        "seed": 0,
+        "dtype": "float32",
+        "model": {"kind": "onnx", "id": uploaded.json()["id"]},
+        "data": mixture(8, FOLDED, 2, 4),
+        "training": {"max_steps": 3, "lr": 0.01},
+        "diagnostics": {"kernel": None, "hessian": None, **QUIET},
+    }
     done, latency = cancel_in(stack, submit(stack, spec), "build", "build (ONNX conversion)")
     assert done["status"] == "cancelled" and latency < CANCEL_LIMIT_S, (done["status"], latency)
     assert pool_processes(stack) == pool, "the conversion stopped at a checkpoint; its process serves on"
@@ -191,10 +230,17 @@ def test_a_job_stuck_in_one_native_call_is_cancelled_and_its_process_replaced(ba
     stopped at the next checkpoint instead (its process kept): the test depended on the machine's load."""
     stack = request.getfixturevalue(backing)
     [stuck] = pool_processes(stack)
-    spec = {"seed": 0, "dtype": "float32", "model": {"hidden": [16]}, "data": mixture(1024, 8, 8, 1024),
-            "training": {"max_steps": 3, "lr": "auto"}, "diagnostics": {"kernel": None, "hessian": None, **QUIET}}
-    done, latency = cancel_in(stack, submit(stack, spec), "kernel", f"kernel, one native call (process replaced, {backing})",
-                              settle_s=4.0)
+    spec = {
+        "seed": 0,
+        "dtype": "float32",
+        "model": {"hidden": [16]},
+        "data": mixture(1024, 8, 8, 1024),
+        "training": {"max_steps": 3, "lr": "auto"},
+        "diagnostics": {"kernel": None, "hessian": None, **QUIET},
+    }
+    done, latency = cancel_in(
+        stack, submit(stack, spec), "kernel", f"kernel, one native call (process replaced, {backing})", settle_s=4.0
+    )
     assert done["status"] == "cancelled" and latency < CANCEL_LIMIT_S, (done["status"], latency)
     assert done["progress"]["phase"] == "cancelled" and done["attempts"] == 1
 

@@ -35,8 +35,11 @@ def stack(request: pytest.FixtureRequest) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def settings(stack: dict[str, str]) -> Settings:
     return Settings(
-        database_url=stack["NTKLAB_DATABASE_URL"], broker_url=stack["NTKLAB_BROKER_URL"],
-        broker_dir=stack.get("NTKLAB_BROKER_DIR", "var/broker"), queue=stack["NTKLAB_QUEUE"], heartbeat_stale_s=30,
+        database_url=stack["NTKLAB_DATABASE_URL"],
+        broker_url=stack["NTKLAB_BROKER_URL"],
+        broker_dir=stack.get("NTKLAB_BROKER_DIR", "var/broker"),
+        queue=stack["NTKLAB_QUEUE"],
+        heartbeat_stale_s=30,
     )
 
 
@@ -99,7 +102,9 @@ def test_a_duplicate_delivery_does_not_touch_a_held_row(sessions):
     with pytest.raises(LostJob):
         store.report(first, {"progress_step": 99}, [ChunkRow("loss", 1, [2], [0.1])])
     with pytest.raises(LostJob):
-        store.finish(first, "succeeded", summary={"steps": 3}, artifacts={"kernel_init.npy": ("application/x-npy", b"x")})
+        store.finish(
+            first, "succeeded", summary={"steps": 3}, artifacts={"kernel_init.npy": ("application/x-npy", b"x")}
+        )
     assert store.claim(job_id, worker="c@host", device="cpu") is None
     assert row(sessions, job_id) == held
     assert count(sessions, MetricChunk, job_id) == 1 and count(sessions, Artifact, job_id) == 0

@@ -82,7 +82,10 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def test_a_delete_and_a_submission_naming_the_upload_never_both_succeed(stack: LiveStack):
     started = time.monotonic()
     rng = random.Random(25)
-    with httpx.Client(base_url=stack.url, timeout=30) as deleter, httpx.Client(base_url=stack.url, timeout=30) as submitter:
+    with (
+        httpx.Client(base_url=stack.url, timeout=30) as deleter,
+        httpx.Client(base_url=stack.url, timeout=30) as submitter,
+    ):
         rounds: list[Round] = []
         for number in range(ROUNDS):
             latency = statistics.median([r.submit.elapsed.total_seconds() for r in rounds] or [0.02])
@@ -90,15 +93,21 @@ def test_a_delete_and_a_submission_naming_the_upload_never_both_succeed(stack: L
     raced_s = time.monotonic() - started
 
     outcomes = Counter((r.deleted, r.submitted, r.delete.status_code, r.submit.status_code) for r in rounds)
-    print(f"\n{ROUNDS} rounds in {raced_s:.1f} s (median submission {latency * 1000:.0f} ms): " + ", ".join(
-        f"delete {what} {d} + {sub} {s}: {n}" for (what, sub, d, s), n in sorted(outcomes.items())))
+    print(
+        f"\n{ROUNDS} rounds in {raced_s:.1f} s (median submission {latency * 1000:.0f} ms): "
+        + ", ".join(f"delete {what} {d} + {sub} {s}: {n}" for (what, sub, d, s), n in sorted(outcomes.items()))
+    )
     both = [r for r in rounds if r.delete.status_code == 204 and r.submit.status_code == 202]
-    assert not both, f"{len(both)} of {ROUNDS} rounds both deleted the upload and accepted a job naming it: " + \
-        ", ".join(f"round {r.number} ({r.deleted}, {r.submitted})" for r in both)
+    assert not both, (
+        f"{len(both)} of {ROUNDS} rounds both deleted the upload and accepted a job naming it: "
+        + ", ".join(f"round {r.number} ({r.deleted}, {r.submitted})" for r in both)
+    )
     for r in rounds:
         if r.delete.status_code == 204:
             assert r.submit.status_code == 422, (r.number, r.submit.status_code, r.submit.text)
-            assert [error["field"] for error in r.submit.json()["errors"]] == ["model.id" if r.deleted == "model" else "data.id"]
+            assert [error["field"] for error in r.submit.json()["errors"]] == [
+                "model.id" if r.deleted == "model" else "data.id"
+            ]
             assert stack.client.get(f"/v1/{r.deleted}s/{r.upload_id}").status_code == 404
         else:
             assert (r.delete.status_code, r.submit.status_code) == (409, 202), (r.number, r.delete.text, r.submit.text)
@@ -119,8 +128,9 @@ def test_a_delete_and_a_submission_naming_the_upload_never_both_succeed(stack: L
 def race(number: int, offset: float, client: httpx.Client, deleter: httpx.Client, submitter: httpx.Client) -> Round:
     deleted, submitted = KINDS[number % len(KINDS)]
     data = np.random.default_rng(number)
-    dataset = client.post("/v1/datasets", content=npz(x=data.normal(size=(POINTS, D)), y=data.normal(size=(POINTS, OUT))),
-                          headers=OCTET)
+    dataset = client.post(
+        "/v1/datasets", content=npz(x=data.normal(size=(POINTS, D)), y=data.normal(size=(POINTS, OUT))), headers=OCTET
+    )
     assert dataset.status_code == 201, dataset.text
     spec = {**TINY, "data": {"kind": "dataset", "id": dataset.json()["id"], "probe": {"n": 2}}}
     upload_id = dataset.json()["id"]

@@ -17,7 +17,9 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
 TINY = {
-    "name": "e2e-tiny", "tags": ["e2e"], "seed": 0,
+    "name": "e2e-tiny",
+    "tags": ["e2e"],
+    "seed": 0,
     "model": {"hidden": [32]},
     "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 3, "classes": 2, "probe": {"n": 4}},
     "training": {"max_steps": 30, "target_loss": None, "lr": 0.1},
@@ -32,13 +34,17 @@ N_PROBE, OUTPUTS = 4, 2
 def long_spec(steps: int, seed: int = 1, time_budget_s: float | None = None) -> dict:
     """GD on 16 points, the kernel every 100 steps: about 0.2 ms a step on a laptop core."""
     return {
-        "name": f"e2e-long-{steps}", "seed": seed,
+        "name": f"e2e-long-{steps}",
+        "seed": seed,
         "model": {"hidden": [64]},
         "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "classes": 2, "probe": {"n": 4}},
         "training": {"max_steps": steps, "target_loss": None, "lr": 0.05, "time_budget_s": time_budget_s},
         "diagnostics": {
-            "kernel": {"schedule": "every", "every": 100}, "hessian": None,
-            "layer_sensitivity": False, "save_kernels": [], "save_weights": False,
+            "kernel": {"schedule": "every", "every": 100},
+            "hessian": None,
+            "layer_sensitivity": False,
+            "save_kernels": [],
+            "save_weights": False,
         },
     }
 
@@ -82,8 +88,18 @@ def test_a_tiny_job_runs_to_the_end_with_its_metrics_and_artifacts(live_stack):
     assert done["status"] == "succeeded", done["error"]
     assert done["attempts"] == 1 and done["device"] == "cpu" and done["progress"]["step"] == 30
     summary = done["summary"]
-    for name in ("final_loss", "delta_k_max", "kernel_lambda_min_init", "kernel_cond_final", "hessian_norm_init",
-                 "grad_norm_init", "weight_change_l2", "weight_change_linf", "linearization_error_final", "wall_time_s"):
+    for name in (
+        "final_loss",
+        "delta_k_max",
+        "kernel_lambda_min_init",
+        "kernel_cond_final",
+        "hessian_norm_init",
+        "grad_norm_init",
+        "weight_change_l2",
+        "weight_change_linf",
+        "linearization_error_final",
+        "wall_time_s",
+    ):
         assert isinstance(summary[name], float) and math.isfinite(summary[name]), name
     assert summary["steps"] == 30
 
@@ -135,7 +151,9 @@ def test_a_killed_worker_loses_nothing(live_stack):
     finish it before the test sees it running; on the 2-core CI machine each run takes ~30 s."""
     steps = 10_000
     job_id = submit(live_stack, long_spec(steps, seed=2))
-    wait_for(live_stack, job_id, lambda j: j["status"] == "running" and j["progress"]["step"] >= steps // 20, timeout_s=120)
+    wait_for(
+        live_stack, job_id, lambda j: j["status"] == "running" and j["progress"]["step"] >= steps // 20, timeout_s=120
+    )
     assert len(metrics(live_stack, job_id).get("loss", {"step": []})["step"]) > 0
     live_stack.kill(live_stack.workers[-1], signal.SIGKILL)
     killed_at = job(live_stack, job_id)

@@ -36,8 +36,12 @@ def counted(sqlite_stack: dict[str, str], tmp_path_factory: pytest.TempPathFacto
 def test_a_job_is_estimated_once_from_submission_to_completion(counted):
     stack, log = counted
     name = f"once-{uuid.uuid4().hex[:8]}"
-    spec = {"name": name, "model": {"hidden": [16]}, "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
-            "training": {"max_steps": 20}}
+    spec = {
+        "name": name,
+        "model": {"hidden": [16]},
+        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+        "training": {"max_steps": 20},
+    }
     created = stack.client.post("/v1/jobs", json=spec)
     assert created.status_code == 202, created.text
     deadline, reads = time.monotonic() + 120, 0

@@ -25,7 +25,11 @@ SPEC = {"seed": 0, "model": {"hidden": [8]}, "training": {"max_steps": 3}}
 
 @pytest.fixture(scope="module", params=["postgresql", "sqlite"])
 def sessions(request: pytest.FixtureRequest):
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else request.getfixturevalue("sqlite_stack")["NTKLAB_DATABASE_URL"]
+    url = (
+        request.getfixturevalue("postgres_url")
+        if request.param == "postgresql"
+        else request.getfixturevalue("sqlite_stack")["NTKLAB_DATABASE_URL"]
+    )
     engine = make_engine(url)
     yield make_session_factory(engine)
     engine.dispose()
@@ -125,9 +129,20 @@ def test_a_sweeps_jobs_run_largest_first_and_its_table_stays_in_grid_order(store
     widths = [30, 1000, 100, 1000, 10]
     with sessions.begin() as session:
         sweep, sweep_ids = sweeps_repo.create_sweep(
-            session, owner="solo", spec={"name": "widths", "base": SPEC}, idempotency_key=None, request_hash="h" * 64,
-            jobs=[NewJob(SPEC, {"model": {"hidden": [width]}, "training": {"max_steps": 3}}, f"{index:064d}", parameters=width * 10)
-                  for index, width in enumerate(widths)],
+            session,
+            owner="solo",
+            spec={"name": "widths", "base": SPEC},
+            idempotency_key=None,
+            request_hash="h" * 64,
+            jobs=[
+                NewJob(
+                    SPEC,
+                    {"model": {"hidden": [width]}, "training": {"max_steps": 3}},
+                    f"{index:064d}",
+                    parameters=width * 10,
+                )
+                for index, width in enumerate(widths)
+            ],
         )
         sweep_id = sweep.id
     after = queue_jobs(sessions, "solo", 1)

@@ -26,23 +26,37 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack]
 
 BUDGET = 2**30
 LIMIT = 256 * 2**20
-QUIET = {"kernel": None, "hessian": None, "layer_sensitivity": False, "linearization_error": False,
-         "save_kernels": [], "save_weights": False}
+QUIET = {
+    "kernel": None,
+    "hessian": None,
+    "layer_sensitivity": False,
+    "linearization_error": False,
+    "save_kernels": [],
+    "save_weights": False,
+}
 
 
 def data_job(n: int, d: int) -> dict:
-    return {"model": {"hidden": [4]}, "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": d},
-            "training": {"max_steps": 1}, "diagnostics": QUIET}
+    return {
+        "model": {"hidden": [4]},
+        "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": d},
+        "training": {"max_steps": 1},
+        "diagnostics": QUIET,
+    }
 
 
-SMALL = {"model": {"hidden": [16]}, "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
-         "training": {"max_steps": 20, "target_loss": None, "lr": 0.1}}
+SMALL = {
+    "model": {"hidden": [16]},
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+    "training": {"max_steps": 20, "target_loss": None, "lr": 0.1},
+}
 
 
 @pytest.fixture(scope="module")
 def stack(postgres_redis_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     settings = postgres_redis_stack | {
-        "NTKLAB_WORKER_MEMORY_BUDGET_BYTES": str(BUDGET), "NTKLAB_WORKER_MEMORY_LIMIT_BYTES": str(LIMIT),
+        "NTKLAB_WORKER_MEMORY_BUDGET_BYTES": str(BUDGET),
+        "NTKLAB_WORKER_MEMORY_LIMIT_BYTES": str(LIMIT),
     }
     with served(settings, tmp_path_factory.mktemp("oom-logs")) as live:
         yield live
@@ -98,11 +112,14 @@ def test_a_job_that_runs_out_of_memory_fails_on_its_first_attempt_and_the_worker
     assert pool_processes(stack) == pool, "the same pool process served the next job"
 
 
-@pytest.mark.parametrize(("message", "size"), [
-    ("DefaultCPUAllocator: not enough memory: you tried to allocate 274877906944 bytes.", 274877906944),
-    ("CUDA out of memory. Tried to allocate 40.00 GiB (GPU 0; 79.10 GiB total capacity)", 40 * 2**30),
-    ("Unable to allocate 381. MiB for an array with shape (10000, 5000) and data type float64", 381 * 2**20),
-    ("out of memory", None),
-])
+@pytest.mark.parametrize(
+    ("message", "size"),
+    [
+        ("DefaultCPUAllocator: not enough memory: you tried to allocate 274877906944 bytes.", 274877906944),
+        ("CUDA out of memory. Tried to allocate 40.00 GiB (GPU 0; 79.10 GiB total capacity)", 40 * 2**30),
+        ("Unable to allocate 381. MiB for an array with shape (10000, 5000) and data type float64", 381 * 2**20),
+        ("out of memory", None),
+    ],
+)
 def test_the_size_that_failed_is_read_from_each_allocators_message(message, size):
     assert requested_bytes(message) == size

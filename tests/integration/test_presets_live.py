@@ -40,9 +40,12 @@ def test_fig1_width_smoke_preset_runs_and_fits(live_stack):
 
 def test_cancelling_a_sweep_stops_its_running_job_and_drops_the_queued_ones(live_stack):
     sweep_spec = {
-        "base": {"model": {"hidden": [64]}, "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
-                 "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.01, "time_budget_s": 120},
-                 "diagnostics": {"kernel": {"schedule": "every", "every": 1000}, "hessian": None}},
+        "base": {
+            "model": {"hidden": [64]},
+            "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
+            "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.01, "time_budget_s": 120},
+            "diagnostics": {"kernel": {"schedule": "every", "every": 1000}, "hessian": None},
+        },
         "grid": {"seed": [0, 1, 2, 3]},
     }
     created = live_stack.client.post("/v1/sweeps", json=sweep_spec).json()

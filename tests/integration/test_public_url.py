@@ -19,17 +19,27 @@ import pytest
 
 from ntklab.localstack import clean_env, free_port, wait_until
 
-SMALL_JOB = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4, "probe": {"n": 4}},
-             "training": {"max_steps": 5, "target_loss": None, "lr": 0.1}, "diagnostics": {"hessian": None}}
+SMALL_JOB = {
+    "model": {"hidden": [8]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4, "probe": {"n": 4}},
+    "training": {"max_steps": 5, "target_loss": None, "lr": 0.1},
+    "diagnostics": {"hessian": None},
+}
 
 
 @pytest.mark.slow
 def test_up_on_a_port_of_its_own_answers_locations_on_that_port(tmp_path: Path):
     """A real `ntklab up --port P --json` in an empty folder, with no NTKLAB_* setting at all."""
     port = free_port()
-    up = subprocess.Popen([str(Path(sys.executable).parent / "ntklab"), "up", "--port", str(port), "--json"],
-                          cwd=tmp_path, env=clean_env({}), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          start_new_session=True, text=True)
+    up = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ntklab"), "up", "--port", str(port), "--json"],
+        cwd=tmp_path,
+        env=clean_env({}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     api = httpx.Client(base_url=base, timeout=10)
     try:

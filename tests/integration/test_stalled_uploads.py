@@ -47,8 +47,11 @@ ROUNDS = 20
 CLIENT_TIMEOUT_S = 10.0
 FIRST_BYTES = 100
 SMALL_DATASET = npz(x=np.zeros((150, 3)), y=np.zeros(150))  # 4.8 KB, the size in the issue
-CALLS = (("GET /v1/jobs", "GET", "/v1/jobs", 200), ("POST /v1/jobs", "POST", "/v1/jobs", 202),
-         ("GET /readyz", "GET", "/readyz", 200))
+CALLS = (
+    ("GET /v1/jobs", "GET", "/v1/jobs", 200),
+    ("POST /v1/jobs", "POST", "/v1/jobs", 202),
+    ("GET /readyz", "GET", "/readyz", 200),
+)
 THREE_MINUTES_S = 180.0
 
 
@@ -60,7 +63,9 @@ def backing(request: pytest.FixtureRequest) -> dict[str, str]:
 @contextmanager
 def api(backing: dict[str, str], logs: Path, **settings) -> Iterator[LocalStack]:
     """The API alone (no worker: nothing here runs a job), auth on, with these settings."""
-    environment = backing | {"NTKLAB_AUTH": "on"} | {f"NTKLAB_{name.upper()}": str(value) for name, value in settings.items()}
+    environment = (
+        backing | {"NTKLAB_AUTH": "on"} | {f"NTKLAB_{name.upper()}": str(value) for name, value in settings.items()}
+    )
     stack = LocalStack(environment, logs)
     try:
         stack.start_api()
@@ -94,8 +99,12 @@ class RawRequest:
 
     def __init__(self, port: int, path: str, headers: dict[str, str], declared: int, first: bytes) -> None:
         self.socket = socket.create_connection(("127.0.0.1", port), timeout=CLIENT_TIMEOUT_S)
-        lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items()),
-                 f"Content-Length: {declared}"]
+        lines = [
+            f"POST {path} HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            *(f"{k}: {v}" for k, v in headers.items()),
+            f"Content-Length: {declared}",
+        ]
         self.opened = time.monotonic()
         self.answered_after_s: float | None = None
         self.socket.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + first)
@@ -118,14 +127,20 @@ class RawRequest:
         try:
             while b"\r\n\r\n" not in data:
                 chunk = self.socket.recv(65536)
-                assert chunk, f"the server closed the connection without an answer after {time.monotonic() - self.opened:.1f} s"
+                assert chunk, (
+                    f"the server closed the connection without an answer after {time.monotonic() - self.opened:.1f} s"
+                )
                 data += chunk
         except TimeoutError:
-            pytest.fail(f"no answer within {timeout_s} s (the request was opened {time.monotonic() - self.opened:.1f} s ago)")
+            pytest.fail(
+                f"no answer within {timeout_s} s (the request was opened {time.monotonic() - self.opened:.1f} s ago)"
+            )
         after_s = self.answered_after_s or time.monotonic() - self.opened
         head, _, rest = data.partition(b"\r\n\r\n")
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+        headers = {
+            name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)
+        }
         length = int(headers.get("content-length", "0"))
         while len(rest) < length:
             rest += self.socket.recv(65536)
@@ -156,8 +171,13 @@ def wait_for_answers(requests: list[RawRequest], timeout_s: float = CLIENT_TIMEO
 
 
 def stalled_upload(stack: LocalStack, key: dict[str, str]) -> RawRequest:
-    return RawRequest(stack.port, "/v1/datasets", key | {"Content-Type": "application/octet-stream"},
-                      len(SMALL_DATASET), SMALL_DATASET[:FIRST_BYTES])
+    return RawRequest(
+        stack.port,
+        "/v1/datasets",
+        key | {"Content-Type": "application/octet-stream"},
+        len(SMALL_DATASET),
+        SMALL_DATASET[:FIRST_BYTES],
+    )
 
 
 def measure(client: httpx.Client, key: dict[str, str], rounds: int) -> dict[str, list[float]]:
@@ -167,11 +187,17 @@ def measure(client: httpx.Client, key: dict[str, str], rounds: int) -> dict[str,
         for name, method, path, expected in CALLS:
             started = time.perf_counter()
             try:
-                answer = client.request(method, path, headers=key, json=TINY | {"seed": index} if method == "POST" else None)
+                answer = client.request(
+                    method, path, headers=key, json=TINY | {"seed": index} if method == "POST" else None
+                )
             except httpx.TimeoutException:
-                pytest.fail(f"{name} got no answer within {CLIENT_TIMEOUT_S} s (round {index}); so far {describe(timings)}")
+                pytest.fail(
+                    f"{name} got no answer within {CLIENT_TIMEOUT_S} s (round {index}); so far {describe(timings)}"
+                )
             elapsed = time.perf_counter() - started
-            assert answer.status_code == expected, f"{name}: {answer.status_code} after {elapsed:.2f} s: {answer.text[:300]}"
+            assert answer.status_code == expected, (
+                f"{name}: {answer.status_code} after {elapsed:.2f} s: {answer.text[:300]}"
+            )
             timings[name].append(elapsed)
     return timings
 
@@ -181,8 +207,11 @@ def p95(values: list[float]) -> float:
 
 
 def describe(timings: dict[str, list[float]]) -> str:
-    return "; ".join(f"{name} p50 {1000 * float(np.median(values)):.1f} ms p95 {1000 * p95(values):.1f} ms"
-                     for name, values in timings.items() if values)
+    return "; ".join(
+        f"{name} p50 {1000 * float(np.median(values)):.1f} ms p95 {1000 * p95(values):.1f} ms"
+        for name, values in timings.items()
+        if values
+    )
 
 
 def idle_in_transaction(database_url: str) -> int:
@@ -190,10 +219,12 @@ def idle_in_transaction(database_url: str) -> int:
     engine = create_engine(database_url)
     try:
         with engine.connect() as connection:
-            return connection.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND state LIKE 'idle in transaction%' AND now() - state_change > interval '1 second'"
-            )).scalar_one()
+            return connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND state LIKE 'idle in transaction%' AND now() - state_change > interval '1 second'"
+                )
+            ).scalar_one()
     finally:
         engine.dispose()
 
@@ -203,9 +234,16 @@ def test_fifty_stalled_uploads_leave_other_keys_and_readyz_at_their_normal_laten
     alice, bob = make_keys(url, "alice", "bob")
     # Deadlines long and the per-key limit above 50, so that all 50 uploads stay inside the
     # handler, waiting for their bodies, for the whole measurement.
-    settings = {"auth_cache_s": 0, "max_concurrent_uploads_per_key": STALLED + 10, "body_grace_s": 120,
-                "upload_deadline_s": 300}
-    with api(backing, tmp_path, **settings) as stack, httpx.Client(base_url=stack.url, timeout=CLIENT_TIMEOUT_S) as client:
+    settings = {
+        "auth_cache_s": 0,
+        "max_concurrent_uploads_per_key": STALLED + 10,
+        "body_grace_s": 120,
+        "upload_deadline_s": 300,
+    }
+    with (
+        api(backing, tmp_path, **settings) as stack,
+        httpx.Client(base_url=stack.url, timeout=CLIENT_TIMEOUT_S) as client,
+    ):
         measure(client, bob, 2)  # warm-up: first imports, first connections
         baseline = measure(client, bob, ROUNDS)
         stalled = []
@@ -219,20 +257,31 @@ def test_fifty_stalled_uploads_leave_other_keys_and_readyz_at_their_normal_laten
         finally:
             for request in stalled:
                 request.close()
-    print(f"\n{url.partition(':')[0]}: baseline: {describe(baseline)}\n"
-          f"{url.partition(':')[0]}: with {STALLED} stalled uploads: {describe(loaded)}")
-    assert still_waiting == STALLED, "every stalled upload was still waiting for its body while the others were measured"
+    print(
+        f"\n{url.partition(':')[0]}: baseline: {describe(baseline)}\n"
+        f"{url.partition(':')[0]}: with {STALLED} stalled uploads: {describe(loaded)}"
+    )
+    assert still_waiting == STALLED, (
+        "every stalled upload was still waiting for its body while the others were measured"
+    )
     for name, *_ in CALLS:
         allowed = max(3 * p95(baseline[name]), 0.5)
-        assert p95(loaded[name]) <= allowed, f"{name}: p95 {p95(loaded[name]):.3f} s with {STALLED} stalled uploads, " \
-                                             f"baseline p95 {p95(baseline[name]):.3f} s"
+        assert p95(loaded[name]) <= allowed, (
+            f"{name}: p95 {p95(loaded[name]):.3f} s with {STALLED} stalled uploads, "
+            f"baseline p95 {p95(baseline[name]):.3f} s"
+        )
     assert idle == 0, f"{idle} database sessions sat idle inside a transaction while uploads stalled"
 
 
 def test_stalled_bodies_get_408_naming_the_limit_and_uploads_past_the_per_key_limit_get_429(backing, tmp_path):
     alice, bob = make_keys(backing["NTKLAB_DATABASE_URL"], "alice", "bob")
-    settings = {"max_concurrent_uploads_per_key": 4, "body_grace_s": 2, "body_min_rate_bytes_per_s": 1000,
-                "upload_deadline_s": 4, "body_deadline_s": 4}
+    settings = {
+        "max_concurrent_uploads_per_key": 4,
+        "body_grace_s": 2,
+        "body_min_rate_bytes_per_s": 1000,
+        "upload_deadline_s": 4,
+        "body_deadline_s": 4,
+    }
     with api(backing, tmp_path, **settings) as stack:
         stalled = []
         for _ in range(10):
@@ -245,7 +294,9 @@ def test_stalled_bodies_get_408_naming_the_limit_and_uploads_past_the_per_key_li
             request.close()
 
         # a body that keeps above the minimum rate (4000 B/s) but not within the deadline (4 s)
-        trickle = RawRequest(stack.port, "/v1/datasets", alice | {"Content-Type": "application/octet-stream"}, 40_000, b"")
+        trickle = RawRequest(
+            stack.port, "/v1/datasets", alice | {"Content-Type": "application/octet-stream"}, 40_000, b""
+        )
         for _ in range(40):
             if trickle.answered() or not trickle.send(b"\0" * 1000):
                 break
@@ -297,14 +348,18 @@ def test_a_throttled_upload_taking_three_minutes_is_stored(postgres_redis_stack,
 
     def trickle() -> Iterator[bytes]:
         for offset in range(0, len(body), chunk):
-            yield body[offset:offset + chunk]
+            yield body[offset : offset + chunk]
             if offset + chunk < len(body):
                 time.sleep(pause_s)
 
     with api(postgres_redis_stack, tmp_path, auth_cache_s=0) as stack:
         started = time.monotonic()
-        answer = httpx.post(f"{stack.url}/v1/datasets", content=trickle(),
-                            headers=alice | {"Content-Type": "application/octet-stream"}, timeout=60)
+        answer = httpx.post(
+            f"{stack.url}/v1/datasets",
+            content=trickle(),
+            headers=alice | {"Content-Type": "application/octet-stream"},
+            timeout=60,
+        )
         elapsed = time.monotonic() - started
     print(f"\n{len(body)} bytes sent over {elapsed:.0f} s: {answer.status_code}")
     assert answer.status_code == 201, answer.text

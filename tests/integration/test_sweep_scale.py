@@ -67,9 +67,13 @@ def stored_bytes(api: LiveStack, sweep_id: str) -> tuple[int, int]:
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            sweep = connection.execute(text(f"SELECT {size.format('spec')} FROM sweeps WHERE id = :id"), {"id": sweep_id}).scalar_one()
+            sweep = connection.execute(
+                text(f"SELECT {size.format('spec')} FROM sweeps WHERE id = :id"), {"id": sweep_id}
+            ).scalar_one()
             jobs = connection.execute(
-                text(f"SELECT sum({size.format('spec')} + coalesce({size.format('spec_patch')}, 0)) FROM jobs WHERE sweep_id = :id"),
+                text(
+                    f"SELECT sum({size.format('spec')} + coalesce({size.format('spec_patch')}, 0)) FROM jobs WHERE sweep_id = :id"
+                ),
                 {"id": sweep_id},
             ).scalar_one()
     finally:
@@ -82,10 +86,14 @@ def sweeps_named(api: LiveStack, name: str) -> tuple[int, int]:
     engine = make_engine(api.settings["NTKLAB_DATABASE_URL"])
     try:
         with engine.connect() as connection:
-            return tuple(connection.execute(
-                text("SELECT count(DISTINCT s.id), count(j.id) FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id WHERE s.name = :name"),
-                {"name": name},
-            ).one())
+            return tuple(
+                connection.execute(
+                    text(
+                        "SELECT count(DISTINCT s.id), count(j.id) FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id WHERE s.name = :name"
+                    ),
+                    {"name": name},
+                ).one()
+            )
     finally:
         engine.dispose()
 
@@ -93,7 +101,11 @@ def sweeps_named(api: LiveStack, name: str) -> tuple[int, int]:
 def test_a_100_seed_inline_sweep_answers_in_bounded_time_and_memory_and_is_stored_once(api, inline_sweep):
     body = json.dumps(inline_sweep, separators=(",", ":")).encode()
     headers = {"content-type": "application/json"}
-    warm_up = {**inline_sweep, "name": "warm-up", "base": {**inline_sweep["base"], "data": {"kind": "gaussian_mixture"}}}
+    warm_up = {
+        **inline_sweep,
+        "name": "warm-up",
+        "base": {**inline_sweep["base"], "data": {"kind": "gaussian_mixture"}},
+    }
     assert api.client.post("/v1/sweeps", json=warm_up).status_code == 202
     pid = api.api.pid
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS, so VmHWM below is this request's peak
@@ -108,10 +120,12 @@ def test_a_100_seed_inline_sweep_answers_in_bounded_time_and_memory_and_is_store
     started = time.perf_counter()
     again = api.client.get(f"/v1/sweeps/{sweep['id']}", timeout=60)
     read_s = time.perf_counter() - started
-    print(f"\n[{api.settings['NTKLAB_DATABASE_URL'].split(':')[0]}] body {len(body) / MiB:.2f} MiB, {SEEDS} jobs: "
-          f"POST {elapsed:.2f} s ({cpu_s:.2f} s of API CPU), API peak RSS growth {growth_mib:.1f} MiB; stored: sweep "
-          f"{sweep_bytes / MiB:.2f} MiB, jobs {job_bytes} bytes ({job_bytes / SEEDS:.0f} per job); GET {read_s:.2f} s; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\n[{api.settings['NTKLAB_DATABASE_URL'].split(':')[0]}] body {len(body) / MiB:.2f} MiB, {SEEDS} jobs: "
+        f"POST {elapsed:.2f} s ({cpu_s:.2f} s of API CPU), API peak RSS growth {growth_mib:.1f} MiB; stored: sweep "
+        f"{sweep_bytes / MiB:.2f} MiB, jobs {job_bytes} bytes ({job_bytes / SEEDS:.0f} per job); GET {read_s:.2f} s; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     assert sweep["total"] == SEEDS and len(sweep["table"]) == SEEDS
     assert cpu_s < 2.0 and growth_mib < 100, "wall-clock time also counts other processes' load on a shared machine"
     assert sweep_bytes < 2 * len(body), "the data is stored once, on the sweep"
@@ -123,7 +137,11 @@ def test_a_100_seed_inline_sweep_answers_in_bounded_time_and_memory_and_is_store
 
 def test_twenty_concurrent_duplicates_store_one_sweep(api):
     name = f"race-{uuid.uuid4().hex[:8]}"
-    sweep = {"name": name, "base": {"model": {"hidden": [8]}, "training": {"max_steps": 5}}, "grid": {"seed": list(range(8))}}
+    sweep = {
+        "name": name,
+        "base": {"model": {"hidden": [8]}, "training": {"max_steps": 5}},
+        "grid": {"seed": list(range(8))},
+    }
 
     def post(_) -> httpx.Response:
         with httpx.Client(base_url=api.url, timeout=60) as client:
@@ -131,7 +149,9 @@ def test_twenty_concurrent_duplicates_store_one_sweep(api):
 
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(post, range(20)))
-    assert {answer.status_code for answer in answers} == {202}, {answer.text for answer in answers if answer.status_code != 202}
+    assert {answer.status_code for answer in answers} == {202}, {
+        answer.text for answer in answers if answer.status_code != 202
+    }
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert sweeps_named(api, name) == (1, 8)
 
@@ -150,7 +170,11 @@ def test_an_sdk_create_that_times_out_and_retries_stores_one_sweep(api, inline_s
 
 
 def test_the_sdk_reads_every_page_of_the_table(api):
-    sweep = {"name": "paged", "base": {"model": {"hidden": [8]}, "training": {"max_steps": 5}}, "grid": {"seed": list(range(25))}}
+    sweep = {
+        "name": "paged",
+        "base": {"model": {"hidden": [8]}, "training": {"max_steps": 5}},
+        "grid": {"seed": list(range(25))},
+    }
     with Client(api.url) as client:
         created = client.sweeps.create(sweep)
         rows = list(client.sweeps.iter_rows(created.id, page_size=10))

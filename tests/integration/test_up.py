@@ -21,10 +21,19 @@ pytestmark = [pytest.mark.slow]
 
 def test_up_serves_docs_and_finishes_the_quickstart_job_then_stops_on_sigterm(tmp_path: Path):
     port = free_port()
-    settings = {"NTKLAB_DATABASE_URL": f"sqlite:///{tmp_path / 'fresh' / 'ntklab.db'}",
-                "NTKLAB_BROKER_DIR": str(tmp_path / "broker"), "NTKLAB_QUEUE": f"up-{port}"}
-    up = subprocess.Popen([str(Path(sys.executable).parent / "ntklab"), "up", "--port", str(port)], cwd=REPO,
-                          env=clean_env(settings), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    settings = {
+        "NTKLAB_DATABASE_URL": f"sqlite:///{tmp_path / 'fresh' / 'ntklab.db'}",
+        "NTKLAB_BROKER_DIR": str(tmp_path / "broker"),
+        "NTKLAB_QUEUE": f"up-{port}",
+    }
+    up = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ntklab"), "up", "--port", str(port)],
+        cwd=REPO,
+        env=clean_env(settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
     try:
         wait_until(lambda: _answers(api), 60, "ntklab up never served /healthz", alive=up)

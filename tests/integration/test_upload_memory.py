@@ -32,13 +32,21 @@ UPLOADS, KEYS = 16, 4
 
 def big_model(path: Path) -> int:
     weight = np.random.default_rng(0).standard_normal((WIDTH, WIDTH), dtype=np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Tanh", ["h"], ["t"]),
-             helper.make_node("MatMul", ["t", "head"], ["y"])]
-    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", WIDTH])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
-                              [numpy_helper.from_array(weight, "w"),
-                               numpy_helper.from_array(np.ones((WIDTH, 3), np.float32), "head")])
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString())
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Tanh", ["h"], ["t"]),
+        helper.make_node("MatMul", ["t", "head"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", WIDTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.ones((WIDTH, 3), np.float32), "head")],
+    )
+    path.write_bytes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    )
     return path.stat().st_size
 
 
@@ -62,8 +70,11 @@ def test_sixteen_concurrent_large_uploads_keep_the_api_under_its_budget(sqlite_s
 
         def upload(index: int) -> int:
             with open(tmp_path / "wide.onnx", "rb") as file, httpx.Client(base_url=stack.url, timeout=600) as client:
-                answer = client.post("/v1/models", content=file, headers={
-                    "X-API-Key": keys[index % KEYS], "Content-Type": "application/octet-stream"})
+                answer = client.post(
+                    "/v1/models",
+                    content=file,
+                    headers={"X-API-Key": keys[index % KEYS], "Content-Type": "application/octet-stream"},
+                )
             return answer.status_code
 
         with ThreadPoolExecutor(UPLOADS) as pool:
@@ -72,7 +83,9 @@ def test_sixteen_concurrent_large_uploads_keep_the_api_under_its_budget(sqlite_s
     finally:
         stack.stop()
     budget = baseline + 2 * 2 * size + 256 * 2**20
-    print(f"\n16 uploads of {size / 2**20:.0f} MiB: API resident {baseline / 2**20:.0f} MiB before, peak "
-          f"{peak / 2**20:.0f} MiB (growth {(peak - baseline) / 2**20:.0f} MiB); budget {budget / 2**20:.0f} MiB")
+    print(
+        f"\n16 uploads of {size / 2**20:.0f} MiB: API resident {baseline / 2**20:.0f} MiB before, peak "
+        f"{peak / 2**20:.0f} MiB (growth {(peak - baseline) / 2**20:.0f} MiB); budget {budget / 2**20:.0f} MiB"
+    )
     assert sorted(set(statuses)) <= [200, 201] and statuses.count(201) == KEYS, statuses
     assert peak <= budget

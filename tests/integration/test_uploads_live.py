@@ -55,15 +55,27 @@ def test_a_data_set_uploaded_through_the_sdk_trains_a_job(client, dataset):
     x, y = rng.normal(size=(N, D)), rng.normal(size=(N, OUT))
     assert client.datasets.upload(x, y).id == dataset.id, "the same arrays (sent as numpy, not torch) are stored once"
     assert dataset.id in [item.id for item in client.datasets.list()]
-    job = client.jobs.create({
-        "model": {"hidden": [32]}, "data": {"kind": "dataset", "id": dataset.id, "n_train": 10, "probe": {"n": 4}},
-        "training": {"max_steps": 10, "lr": 0.05, "target_loss": None}, "diagnostics": {"hessian": None},
-    })
+    job = client.jobs.create(
+        {
+            "model": {"hidden": [32]},
+            "data": {"kind": "dataset", "id": dataset.id, "n_train": 10, "probe": {"n": 4}},
+            "training": {"max_steps": 10, "lr": 0.05, "target_loss": None},
+            "diagnostics": {"hessian": None},
+        }
+    )
     done = client.jobs.wait(job.id, timeout=120, progress=False)
     assert done.summary["steps"] == 10 and np.isfinite(done.summary["final_loss"])
-    assert done.spec["data"]["stored"] == {"points": N, "x_shape": [D], "x_integer": False, "y_width": OUT,
-                                              "x_min": None, "x_max": None, "y_integer": False, "y_min": None,
-                                              "y_max": None}
+    assert done.spec["data"]["stored"] == {
+        "points": N,
+        "x_shape": [D],
+        "x_integer": False,
+        "y_width": OUT,
+        "x_min": None,
+        "x_max": None,
+        "y_integer": False,
+        "y_min": None,
+        "y_max": None,
+    }
 
 
 def test_an_onnx_mlp_matches_the_built_in_standard_mlp_to_1e_10(client, dataset):
@@ -72,9 +84,16 @@ def test_an_onnx_mlp_matches_the_built_in_standard_mlp_to_1e_10(client, dataset)
     model = client.models.upload(module, torch.zeros(4, D, dtype=torch.float64), name="standard-mlp")
     assert model.parameters == D * WIDTH + WIDTH + WIDTH * OUT + OUT
     assert model.inputs[0].shape[1:] == [D] and model.outputs[0].shape[1:] == [OUT] and "Gemm" in model.operators
-    common = {"seed": seed, "dtype": "float64", "data": {"kind": "dataset", "id": dataset.id, "probe": {"n": 6}},
-              "training": TRAINING, "diagnostics": DIAGNOSTICS}
-    builtin = client.jobs.create({**common, "model": {"hidden": [WIDTH], "activation": "tanh", "parameterization": "standard"}})
+    common = {
+        "seed": seed,
+        "dtype": "float64",
+        "data": {"kind": "dataset", "id": dataset.id, "probe": {"n": 6}},
+        "training": TRAINING,
+        "diagnostics": DIAGNOSTICS,
+    }
+    builtin = client.jobs.create(
+        {**common, "model": {"hidden": [WIDTH], "activation": "tanh", "parameterization": "standard"}}
+    )
     uploaded = client.jobs.create({**common, "model": {"kind": "onnx", "id": model.id}})
     builtin = client.jobs.wait(builtin.id, timeout=180, progress=False)
     uploaded = client.jobs.wait(uploaded.id, timeout=180, progress=False)
@@ -83,7 +102,9 @@ def test_an_onnx_mlp_matches_the_built_in_standard_mlp_to_1e_10(client, dataset)
         K0 = client.jobs.artifact(builtin.id, f"kernel_{when}.npy")
         K1 = client.jobs.artifact(uploaded.id, f"kernel_{when}.npy")
         assert np.linalg.norm(K1 - K0) / np.linalg.norm(K0) < 1e-10
-        assert uploaded.summary[f"hessian_norm_{when}"] == pytest.approx(builtin.summary[f"hessian_norm_{when}"], rel=1e-10)
+        assert uploaded.summary[f"hessian_norm_{when}"] == pytest.approx(
+            builtin.summary[f"hessian_norm_{when}"], rel=1e-10
+        )
     assert uploaded.summary["final_loss"] == pytest.approx(builtin.summary["final_loss"], rel=1e-9)
 
 

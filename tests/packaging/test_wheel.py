@@ -35,10 +35,25 @@ pytestmark = [pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SERVER_MODULES = ("torch", "sqlalchemy", "fastapi", "celery", "alembic", "uvicorn", "sklearn", "scipy", "matplotlib")
-JOB = {"seed": 0, "model": {"hidden": [16]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4, "probe": {"n": 4}},
-       "training": {"max_steps": 20}, "diagnostics": {"save_kernels": ["init", "final"]}}
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "dist", "var", "*.egg-info", "__pycache__", ".pytest_cache",
-                                    "ntklab-report", "node_modules")
+JOB = {
+    "seed": 0,
+    "model": {"hidden": [16]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4, "probe": {"n": 4}},
+    "training": {"max_steps": 20},
+    "diagnostics": {"save_kernels": ["init", "final"]},
+}
+NOT_COPIED = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "var",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    "ntklab-report",
+    "node_modules",
+)
 
 
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -52,7 +67,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source") / "ntklab"
     shutil.copytree(REPO, source, ignore=NOT_COPIED)
     dist = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(dist), str(source)])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(source),
+        ]
+    )
     (built,) = dist.glob("ntklab-*.whl")
     return built
 
@@ -98,13 +126,22 @@ def served(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     port = free_port()
     log = root / "up.log"
     with open(log, "wb") as out:
-        up = subprocess.Popen([str(server_bin / "ntklab"), "up", "--port", str(port)], cwd=folder,
-                              env=clean_env({"NTKLAB_QUEUE": f"wheel-{port}"}), stdout=out, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+        up = subprocess.Popen(
+            [str(server_bin / "ntklab"), "up", "--port", str(port)],
+            cwd=folder,
+            env=clean_env({"NTKLAB_QUEUE": f"wheel-{port}"}),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(url), 120, f"ntklab up (installed from the wheel) never served /healthz; see {log}",
-                   alive=up)
+        wait_until(
+            lambda: _answers(url),
+            120,
+            f"ntklab up (installed from the wheel) never served /healthz; see {log}",
+            alive=up,
+        )
         yield url, folder
     finally:
         up.send_signal(signal.SIGTERM)
@@ -132,9 +169,16 @@ def test_the_wheel_ships_the_dashboard_and_the_api_docs_assets(wheel: Path):
 
     names = set(zipfile.ZipFile(wheel).namelist())
     static = "service/ui/static"
-    assert {f"{static}/index.html", f"{static}/js/main.js", f"{static}/js/views/job.js", f"{static}/js/views/sweeps.js",
-            f"{static}/vendor/echarts/echarts.esm.min.js", f"{static}/vendor/echarts/LICENSE",
-            f"{static}/vendor/swagger-ui/swagger-ui-bundle.js", f"{static}/vendor/redoc/redoc.standalone.js"} <= names
+    assert {
+        f"{static}/index.html",
+        f"{static}/js/main.js",
+        f"{static}/js/views/job.js",
+        f"{static}/js/views/sweeps.js",
+        f"{static}/vendor/echarts/echarts.esm.min.js",
+        f"{static}/vendor/echarts/LICENSE",
+        f"{static}/vendor/swagger-ui/swagger-ui-bundle.js",
+        f"{static}/vendor/redoc/redoc.standalone.js",
+    } <= names
 
 
 def test_the_client_install_imports_no_server_part(client_bin: Path):
@@ -145,12 +189,19 @@ def test_the_client_install_imports_no_server_part(client_bin: Path):
     assert not names & {"torch", "sqlalchemy", "fastapi", "celery", "scipy", "matplotlib", "psycopg"}, names
 
 
-@pytest.mark.parametrize(("command", "extra"), [
-    (["up"], "ntklab[server,worker]"), (["migrate"], "ntklab[server]"), (["keys", "list"], "ntklab[server]"),
-    (["worker"], "ntklab[server,worker]"),
-])
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        (["up"], "ntklab[server,worker]"),
+        (["migrate"], "ntklab[server]"),
+        (["keys", "list"], "ntklab[server]"),
+        (["worker"], "ntklab[server,worker]"),
+    ],
+)
 def test_a_server_command_names_the_extra_to_install(client_bin: Path, tmp_path: Path, command: list[str], extra: str):
-    done = subprocess.run([str(client_bin / "ntklab"), *command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(client_bin / "ntklab"), *command], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     message = " ".join(done.stderr.split())
     assert done.returncode == 2 and f"pip install '{extra}'" in message, done.stderr
     assert "Traceback" not in done.stderr and not list(tmp_path.iterdir())
@@ -192,8 +243,13 @@ def test_the_client_install_drives_a_server_through_the_sdk(client_bin: Path, se
     url, _ = served
     done = run([str(client_bin / "python"), "-c", CLIENT_SCRIPT, url, json.dumps(JOB)], env=clean_env({}))
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report == {"status": "succeeded", "loss_points": report["loss_points"], "kernel_shape": [8, 8],
-                      "symmetric": True, "heavy": []}
+    assert report == {
+        "status": "succeeded",
+        "loss_points": report["loss_points"],
+        "kernel_shape": [8, 8],
+        "symmetric": True,
+        "heavy": [],
+    }
     assert report["loss_points"] >= 2
 
 

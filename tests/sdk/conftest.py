@@ -18,8 +18,15 @@ from store.migrate import upgrade
 def app(tmp_path) -> FastAPI:
     url = f"sqlite:///{tmp_path / 'ntklab.db'}"
     upgrade(url, configure_logging=False)
-    return create_app(Settings(database_url=url, broker_url="filesystem://", broker_dir=tmp_path / "broker",
-                               public_url="http://testserver", reaper_enabled=False))
+    return create_app(
+        Settings(
+            database_url=url,
+            broker_url="filesystem://",
+            broker_dir=tmp_path / "broker",
+            public_url="http://testserver",
+            reaper_enabled=False,
+        )
+    )
 
 
 @pytest.fixture

@@ -94,4 +94,3 @@ def test_artifact_writes_the_bytes(service, tmp_path):
     result = invoke(service, "artifact", "job_1", "kernel_init.npy", "-o", str(target))
     assert result.exit_code == 0, result.output
     np.testing.assert_array_equal(np.load(target), np.arange(6.0).reshape(2, 3))
-

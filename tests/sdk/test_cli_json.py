@@ -61,8 +61,9 @@ class Cli:
 
     def __call__(self, *args: str, code: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
         line = f"set -o pipefail; {shlex.join([NTKLAB, *args])} | cat"
-        done = subprocess.run(["bash", "-c", line], cwd=self.folder, env=env or self.env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=self.folder, env=env or self.env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == code, f"{args}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
         return done
 
@@ -114,7 +115,9 @@ def test_sweep_and_preset_commands_print_one_json_document(cli, tmp_path):
     sweep = cli.json("sweep", "sweep.yaml", "--wait")
     assert sweep["status"] == "succeeded" and sweep["total"] == 3
     assert sweep["id"] in [s["id"] for s in cli.json("sweeps", "list", "--tag", TAG)]
-    assert [s["id"] for s in cli.json("sweeps", "list", "--tag", TAG, "--status", "succeeded", "--limit", "1")] == [sweep["id"]]
+    assert [s["id"] for s in cli.json("sweeps", "list", "--tag", TAG, "--status", "succeeded", "--limit", "1")] == [
+        sweep["id"]
+    ]
     assert cli.json("sweeps", "show", sweep["id"])["fits"][0]["x"] == "model.hidden.0"
     rows = cli.json("sweeps", "table", sweep["id"])
     assert sorted(row["model.hidden.0"] for row in rows) == [8, 16, 32] and all("delta_k_max" in row for row in rows)

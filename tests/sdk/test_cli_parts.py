@@ -14,8 +14,20 @@ import ntklab
 from ntklab import cli, client_cli, server_cli
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENT_COMMANDS = {"submit", "estimate", "status", "wait", "metrics", "artifact", "cancel", "list", "sweep", "preset",
-                   "presets", "sweeps"}
+CLIENT_COMMANDS = {
+    "submit",
+    "estimate",
+    "status",
+    "wait",
+    "metrics",
+    "artifact",
+    "cancel",
+    "list",
+    "sweep",
+    "preset",
+    "presets",
+    "sweeps",
+}
 SERVER_COMMANDS = {"run", "up", "migrate", "worker", "keys"}
 CLIENT_CONTRACT = "The SDK needs no server part"
 
@@ -29,7 +41,11 @@ def test_one_ntklab_command_has_every_command_of_both_parts():
     assert set(commands) == CLIENT_COMMANDS | SERVER_COMMANDS
     assert set(_commands(client_cli.app)) == CLIENT_COMMANDS and set(_commands(server_cli.app)) == SERVER_COMMANDS
     sweeps, keys = commands["sweeps"], commands["keys"]
-    assert set(sweeps.commands) == {"list", "show", "table", "plot"} and set(keys.commands) == {"create", "list", "revoke"}
+    assert set(sweeps.commands) == {"list", "show", "table", "plot"} and set(keys.commands) == {
+        "create",
+        "list",
+        "revoke",
+    }
     assert {option for param in commands["run"].params for option in getattr(param, "opts", [])} >= {"--local", "--out"}
 
 

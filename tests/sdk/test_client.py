@@ -117,7 +117,9 @@ class FlakyService:
             if job is None:
                 return _problem(404, "Not Found", detail="no such job")
             _advance(job)
-            headers = {"Retry-After": self.poll_retry_after} if self.poll_retry_after and job["status"] == "running" else {}
+            headers = (
+                {"Retry-After": self.poll_retry_after} if self.poll_retry_after and job["status"] == "running" else {}
+            )
             return JSONResponse(_public(job), headers=headers)
 
         async def listing(request: Request) -> Response:
@@ -126,15 +128,19 @@ class FlakyService:
             after = request.query_params.get("after")
             limit = int(request.query_params.get("limit", 2))
             start = ids.index(after) + 1 if after else 0
-            page = ids[start:start + limit]
+            page = ids[start : start + limit]
             has_more = start + limit < len(ids)
-            answer = JobPage(data=[_resource(self.jobs[i]) for i in page], has_more=has_more,
-                             next=page[-1] if has_more else None)
+            answer = JobPage(
+                data=[_resource(self.jobs[i]) for i in page], has_more=has_more, next=page[-1] if has_more else None
+            )
             return JSONResponse(answer.model_dump(mode="json"))
 
         async def metrics(request: Request) -> Response:
             await record(request)
-            series = {"loss": Series(step=[0, 1, 2], value=[1.0, 0.5, None]), "delta_k": Series(step=[0, 2], value=[0.0, 0.1])}
+            series = {
+                "loss": Series(step=[0, 1, 2], value=[1.0, 0.5, None]),
+                "delta_k": Series(step=[0, 2], value=[0.0, 0.1]),
+            }
             names = request.query_params.get("names")
             wanted = names.split(",") if names else list(series)
             return JSONResponse({name: series[name].model_dump(mode="json") for name in wanted if name in series})
@@ -151,17 +157,19 @@ class FlakyService:
             job["status"] = "cancelled"
             return JSONResponse(_public(job), status_code=202)
 
-        return Starlette(routes=[
-            Route(path, self._keeping_crashes(handler), methods=[method])
-            for method, path, handler in [
-                ("POST", "/v1/jobs", create),
-                ("GET", "/v1/jobs", listing),
-                ("GET", "/v1/jobs/{job_id}", retrieve),
-                ("GET", "/v1/jobs/{job_id}/metrics", metrics),
-                ("GET", "/v1/jobs/{job_id}/artifacts/{name}", artifact),
-                ("POST", "/v1/jobs/{job_id}/cancel", cancel),
+        return Starlette(
+            routes=[
+                Route(path, self._keeping_crashes(handler), methods=[method])
+                for method, path, handler in [
+                    ("POST", "/v1/jobs", create),
+                    ("GET", "/v1/jobs", listing),
+                    ("GET", "/v1/jobs/{job_id}", retrieve),
+                    ("GET", "/v1/jobs/{job_id}/metrics", metrics),
+                    ("GET", "/v1/jobs/{job_id}/artifacts/{name}", artifact),
+                    ("POST", "/v1/jobs/{job_id}/cancel", cancel),
+                ]
             ]
-        ])
+        )
 
 
 def _advance(job: dict) -> None:
@@ -179,13 +187,23 @@ def _resource(job: dict) -> Job:
     """The job as the contract's Job model holds it (a missing, unknown or mistyped field raises here)."""
     step = min(job["polls"], TOTAL_STEPS)
     return Job(
-        id=job["id"], name=job["name"], status=job["status"], tags=[], sweep_id=None, parameters=42,
-        attempts=1 if job["polls"] else 0, device="cpu", cancel_requested=job["status"] == "cancelled",
+        id=job["id"],
+        name=job["name"],
+        status=job["status"],
+        tags=[],
+        sweep_id=None,
+        parameters=42,
+        attempts=1 if job["polls"] else 0,
+        device="cpu",
+        cancel_requested=job["status"] == "cancelled",
         progress=Progress(step=step, total=TOTAL_STEPS, phase="train", eta_s=float(TOTAL_STEPS - step)),
         summary={"delta_k_max": 0.1} if job["status"] == "succeeded" else None,
         error=JobError(type="diverged", message="diverged badly") if job["status"] == "failed" else None,
-        created_at=CREATED, enqueued_at=CREATED, started_at=CREATED if job["polls"] else None,
-        finished_at=None, spec=None,
+        created_at=CREATED,
+        enqueued_at=CREATED,
+        started_at=CREATED if job["polls"] else None,
+        finished_at=None,
+        spec=None,
     )
 
 
@@ -194,8 +212,14 @@ def _public(job: dict) -> dict:
     return _resource(job).model_dump(mode="json")
 
 
-def _problem(status: int, title: str, *, detail: str | None = None, errors: list[FieldError] | None = None,
-             retry_after: str | None = None) -> Response:
+def _problem(
+    status: int,
+    title: str,
+    *,
+    detail: str | None = None,
+    errors: list[FieldError] | None = None,
+    retry_after: str | None = None,
+) -> Response:
     body = Problem(title=title, status=status, detail=detail or title, errors=errors).body()
     headers = {"Retry-After": retry_after} if retry_after else {}
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
@@ -204,8 +228,9 @@ def _problem(status: int, title: str, *, detail: str | None = None, errors: list
 @pytest.fixture
 def service():
     state = FlakyService()
-    server = uvicorn.Server(uvicorn.Config(state.app(), host="127.0.0.1", port=0, log_level="warning",
-                                           timeout_graceful_shutdown=1))
+    server = uvicorn.Server(
+        uvicorn.Config(state.app(), host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=1)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -268,7 +293,9 @@ def test_retry_after_is_honoured(service, status):
 
 def test_retry_after_http_date_is_honoured(service):
     when = time.time() + 3  # whole seconds on the wire: at least 2 s ahead after truncation
-    service.inject("create", Fault(status=503, retry_after=time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(when))))
+    service.inject(
+        "create", Fault(status=503, retry_after=time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(when)))
+    )
     with _client(service) as client:
         client.jobs.create(SPEC)
     first, second = service.seen("POST", "/v1/jobs")
@@ -317,9 +344,16 @@ def test_timeout_is_an_api_timeout_error(service):
 
 @pytest.mark.parametrize(
     ("status", "cls"),
-    [(400, errors.BadRequestError), (401, errors.AuthenticationError), (403, errors.PermissionDeniedError),
-     (404, errors.NotFoundError), (409, errors.ConflictError), (413, errors.PayloadTooLargeError),
-     (422, errors.UnprocessableEntityError), (502, errors.InternalServerError)],
+    [
+        (400, errors.BadRequestError),
+        (401, errors.AuthenticationError),
+        (403, errors.PermissionDeniedError),
+        (404, errors.NotFoundError),
+        (409, errors.ConflictError),
+        (413, errors.PayloadTooLargeError),
+        (422, errors.UnprocessableEntityError),
+        (502, errors.InternalServerError),
+    ],
 )
 def test_one_exception_class_per_status(service, status, cls):
     service.inject("retrieve", Fault(status=status))
@@ -405,7 +439,7 @@ def test_environment_supplies_url_and_api_key(service, monkeypatch):
     monkeypatch.setenv("NTKLAB_API_KEY", "sk-test")
     with Client() as client:
         client.jobs.create(SPEC)
-    (_, _, headers, _), = service.seen("POST", "/v1/jobs")
+    ((_, _, headers, _),) = service.seen("POST", "/v1/jobs")
     assert headers["x-api-key"] == "sk-test"
 
 

@@ -19,8 +19,11 @@ from ntklab.resources import JobDryRun
 from tests.service.serving import serve
 
 NTKLAB = str(Path(sys.executable).parent / "ntklab")
-SPEC = {"model": {"hidden": [64]}, "data": {"kind": "gaussian_mixture", "n_train": 32, "input_dim": 4},
-        "training": {"max_steps": 200}}
+SPEC = {
+    "model": {"hidden": [64]},
+    "data": {"kind": "gaussian_mixture", "n_train": 32, "input_dim": 4},
+    "training": {"max_steps": 200},
+}
 
 
 @pytest.fixture
@@ -89,8 +92,11 @@ def test_cli_shows_each_worker_class_calibrated_column(url, app, tmp_path):
         estimated = client.jobs.retrieve(job.id).estimate.time
         store = JobStore(app.state.sessions)
         claim = store.claim(job.id, worker="w0", device="cuda:0")
-        store.finish(claim, "succeeded", summary={"steps": 200, "outcome": "max_steps",
-                                                  "timings": {"training": 2 * estimated["training"]}})
+        store.finish(
+            claim,
+            "succeeded",
+            summary={"steps": 200, "outcome": "max_steps", "timings": {"training": 2 * estimated["training"]}},
+        )
         expected = client.jobs.estimate(SPEC)
     cuda = expected.by_worker_class["cuda"]
     training = next(phase for phase in cuda.phases if phase.name == "training")

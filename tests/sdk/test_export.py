@@ -33,8 +33,15 @@ def trainable_of(onnx_bytes: bytes) -> dict[str, list[int]]:
 def folded_export(module: nn.Module, x: torch.Tensor) -> onnx.ModelProto:
     """torch.onnx.export's defaults on an eval-mode module: constant folding fuses each BatchNorm into its convolution."""
     buffer = io.BytesIO()
-    torch.onnx.export(module.eval(), (x,), buffer, dynamo=False, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    torch.onnx.export(
+        module.eval(),
+        (x,),
+        buffer,
+        dynamo=False,
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+    )
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -52,7 +59,9 @@ def test_the_exporters_default_folding_is_what_the_check_refuses():
     """Control: torch's default export folds the BatchNorms; the parameter check names the lost γ/β and the fused weights."""
     member = vgg_batchnorm()
     folded = folded_export(member.module, member.x)
-    with pytest.raises(ExportMismatchError, match=r"975 in 14; missing from the export: 0.bias, 0.weight, 1.bias, 1.weight") as refused:
+    with pytest.raises(
+        ExportMismatchError, match=r"975 in 14; missing from the export: 0.bias, 0.weight, 1.bias, 1.weight"
+    ) as refused:
         check_parameters(folded, parameter_aliases(member.module))
     assert "1.weight" in refused.value.missing and refused.value.extra, "the fused convolution weights have other names"
 
@@ -109,6 +118,9 @@ def test_tied_parameters_are_one_parameter_under_either_name():
             return self.readout(self.embed(t).mean(1))
 
     module = Tied().double()
-    assert parameter_aliases(module) == {"embed.weight": ("embed.weight", [7, 4]), "readout.weight": ("embed.weight", [7, 4])}
+    assert parameter_aliases(module) == {
+        "embed.weight": ("embed.weight", [7, 4]),
+        "readout.weight": ("embed.weight", [7, 4]),
+    }
     onnx_bytes = export_module(module, torch.randint(0, 7, (3, 5)))
     assert list(trainable_of(onnx_bytes).values()) == [[7, 4]]

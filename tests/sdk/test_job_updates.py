@@ -23,7 +23,9 @@ SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train
 SERIES_AT = {"loss": 1, "delta_k": 5}  # recorded every step / every 5th step, in this order within a step
 POINTS = [
     (name, step, None if (name, step) == ("loss", 7) else 1.0 / (1 + step) + len(name))
-    for step in range(40) for name, every in SERIES_AT.items() if step % every == 0
+    for step in range(40)
+    for name, every in SERIES_AT.items()
+    if step % every == 0
 ]  # 48 points; loss at step 7 was not finite (stored null, read back NaN)
 
 
@@ -83,15 +85,18 @@ def test_following_a_job_as_docs_sdk_md_says_ends_with_every_point(client, app):
         for name, new in update.series().items():
             mine = held.get(name, MetricSeries(new.step[:0], new.value[:0]))
             fresh = new.step > (mine.step[-1] if len(mine.step) else -1)
-            held[name] = MetricSeries(np.concatenate([mine.step, new.step[fresh]]), np.concatenate([mine.value, new.value[fresh]]))
+            held[name] = MetricSeries(
+                np.concatenate([mine.step, new.step[fresh]]), np.concatenate([mine.value, new.value[fresh]])
+            )
         assert_series(held, after(POINTS[:hi], None))
 
 
 def test_the_async_twins(app):
     async def scenario() -> None:
         transport = httpx.ASGITransport(app=app)
-        async with AsyncClient(base_url="http://testserver", http_client=httpx.AsyncClient(transport=transport),
-                               max_retries=0) as sdk:
+        async with AsyncClient(
+            base_url="http://testserver", http_client=httpx.AsyncClient(transport=transport), max_retries=0
+        ) as sdk:
             job = await sdk.jobs.create(SMALL)
             claimed_by_a_worker(app, job.id)(POINTS)
             for since in SINCE:
@@ -103,4 +108,3 @@ def test_the_async_twins(app):
             assert_series(some.series(), after(POINTS, 30, names=("delta_k",)))
 
     asyncio.run(scenario())
-

@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack]
 REPO = Path(__file__).resolve().parents[2]
 N_PROBE, OUTPUTS = 8, 2
 SPEC = {
-    "name": "sdk-live", "tags": ["sdk"], "seed": 0,
+    "name": "sdk-live",
+    "tags": ["sdk"],
+    "seed": 0,
     "model": {"hidden": [64]},
     "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "classes": 2, "probe": {"n": N_PROBE}},
     "training": {"max_steps": 40, "target_loss": None, "lr": 0.1},
@@ -138,10 +140,14 @@ def test_readme_snippet_runs_as_written(live_stack):
 def test_sweep_table_fits_and_plots(live_stack, tmp_path):
     base = {**SPEC, "diagnostics": {**SPEC["diagnostics"], "hessian": None, "save_kernels": []}}
     with Client(base_url=url(live_stack)) as client:
-        created = client.sweeps.create({
-            "name": "sdk-sweep", "base": base, "grid": {"model.hidden.0": [16, 64, 256]},
-            "fits": [{"y": "delta_k_max", "x": "model.hidden.0"}],
-        })
+        created = client.sweeps.create(
+            {
+                "name": "sdk-sweep",
+                "base": base,
+                "grid": {"model.hidden.0": [16, 64, 256]},
+                "fits": [{"y": "delta_k_max", "x": "model.hidden.0"}],
+            }
+        )
         sweep = client.sweeps.wait(created.id, timeout=300, poll_interval=0.5)
         rows = client.sweeps.table(sweep.id)
         fits = client.sweeps.fits(sweep.id)
@@ -156,7 +162,8 @@ def test_sweep_table_fits_and_plots(live_stack, tmp_path):
     figure = sweep.plot("model.hidden.0", "delta_k_max", path=str(tmp_path / "sweep.png"))
     r_squared = f", R² {fit['r_squared']:.2f}" if fit["r_squared"] is not None else ""
     assert figure.axes[0].get_legend_handles_labels()[1] == [
-        f"ΔK: slope {fit['slope']:+.2f} ± {fit['slope_high'] - fit['slope']:.2f}{r_squared}"]
+        f"ΔK: slope {fit['slope']:+.2f} ± {fit['slope_high'] - fit['slope']:.2f}{r_squared}"
+    ]
     assert (fit["x_label"], fit["y_label"], fit["group_label"], fit["theory_slope"]) == ("width m", "ΔK", "all", None)
     assert b"<svg" in image[:500]
     assert {"fig1-width", "fig2-bottleneck", "table1-hessian"} <= presets
@@ -179,7 +186,11 @@ def test_cli_exit_codes_against_the_service(live_stack, tmp_path):
     ntklab = str(Path(sys.executable).parent / "ntklab")
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  hidden: [0]\n")
-    refused = subprocess.run([ntklab, "submit", str(bad)], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    missing = subprocess.run([ntklab, "status", "job_nope"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [ntklab, "submit", str(bad)], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    missing = subprocess.run(
+        [ntklab, "status", "job_nope"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert refused.returncode == 2 and "model.hidden.0" in refused.stderr
     assert missing.returncode == 2 and "404" in missing.stderr

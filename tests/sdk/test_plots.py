@@ -18,12 +18,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _job() -> Job:
     now = "2025-01-01T12:00:00Z"
-    return Job.model_validate({
-        "id": "job_1", "name": "demo", "status": "succeeded", "tags": [], "sweep_id": None, "parameters": 1,
-        "attempts": 1, "device": "cpu", "cancel_requested": False,
-        "progress": {"step": 3, "total": 3, "phase": "succeeded"}, "summary": {}, "error": None,
-        "created_at": now, "enqueued_at": now, "started_at": now, "finished_at": now, "spec": None,
-    })
+    return Job.model_validate(
+        {
+            "id": "job_1",
+            "name": "demo",
+            "status": "succeeded",
+            "tags": [],
+            "sweep_id": None,
+            "parameters": 1,
+            "attempts": 1,
+            "device": "cpu",
+            "cancel_requested": False,
+            "progress": {"step": 3, "total": 3, "phase": "succeeded"},
+            "summary": {},
+            "error": None,
+            "created_at": now,
+            "enqueued_at": now,
+            "started_at": now,
+            "finished_at": now,
+            "spec": None,
+        }
+    )
 
 
 def test_job_plot_draws_three_panels_and_saves(tmp_path):
@@ -45,8 +60,11 @@ def test_job_plot_draws_three_panels_and_saves(tmp_path):
 def test_job_plot_shows_delta_k_of_the_logits_beside_the_outputs_for_a_nonlinear_head_with_a_title():
     steps = np.array([0, 1, 10, 100])
     outputs, logits = np.array([0.0, 0.2, 0.6, 0.9]), np.array([0.0, 0.001, 0.004, 0.006])
-    metrics = {"delta_k": MetricSeries(steps, outputs), "delta_k_logits": MetricSeries(steps, logits),
-               "loss": MetricSeries(steps, np.array([1.0, 0.5, 0.1, 0.001]))}
+    metrics = {
+        "delta_k": MetricSeries(steps, outputs),
+        "delta_k_logits": MetricSeries(steps, logits),
+        "loss": MetricSeries(steps, np.array([1.0, 0.5, 0.1, 0.001])),
+    }
     figure = _job().plot(metrics=metrics)
     kernel_panel = figure.axes[0]
     lines = {line.get_label(): line.get_ydata() for line in kernel_panel.lines}
@@ -73,7 +91,9 @@ def test_job_plot_draws_lines_and_takes_log_axes_where_the_data_span_decades():
     assert len(lines) == 3 and all(line.get_marker() == "None" and line.get_linestyle() == "-" for line in lines)
     assert [axes.get_xscale() for axes in figure.axes] == ["symlog"] * 3
     assert [axes.get_yscale() for axes in figure.axes] == ["linear", "log", "linear"]
-    short = _job().plot(metrics={name: MetricSeries(series.step[:51], series.value[:51]) for name, series in metrics.items()})
+    short = _job().plot(
+        metrics={name: MetricSeries(series.step[:51], series.value[:51]) for name, series in metrics.items()}
+    )
     assert [axes.get_xscale() for axes in short.axes] == ["linear"] * 3
 
 
@@ -101,19 +121,40 @@ def test_unbound_job_needs_metrics():
 
 def _fit(y: str, group_by: list[str], group: dict, slope: float, intercept: float, points: list) -> dict:
     """A fit as the service returns it in the sweep resource (a FitResult's JSON)."""
-    return {"y": y, "x": "model.hidden.0", "group_by": group_by, "group": group, "slope": slope,
-            "slope_low": slope - 0.05, "slope_high": slope + 0.05, "intercept": intercept, "r_squared": 0.97,
-            "points": [{"x": x, "y_mean": mean, "y_std": std, "runs": 2} for x, mean, std in points],
-            "verdict": f"{group or 'all'}: {y} ∝ x^{slope:+.2f}"}
+    return {
+        "y": y,
+        "x": "model.hidden.0",
+        "group_by": group_by,
+        "group": group,
+        "slope": slope,
+        "slope_low": slope - 0.05,
+        "slope_high": slope + 0.05,
+        "intercept": intercept,
+        "r_squared": 0.97,
+        "points": [{"x": x, "y_mean": mean, "y_std": std, "runs": 2} for x, mean, std in points],
+        "verdict": f"{group or 'all'}: {y} ∝ x^{slope:+.2f}",
+    }
 
 
 # The service's fits: deliberately not what the table rows below would give (their slope is -0.5,
 # widths 10/100/1000), so a figure that re-fitted the rows would show other lines and points.
 FITS = [
-    _fit("delta_k_max", ["model.output_activation"], {"model.output_activation": "identity"}, -0.3, 0.4,
-         [(16.0, 0.63, 0.05), (64.0, 0.41, 0.02), (256.0, 0.2, 0.01)]),
-    _fit("delta_k_max", ["model.output_activation"], {"model.output_activation": "swish"}, 0.12, -1.1,
-         [(16.0, 0.45, 0.04), (256.0, 0.6, 0.03)]),
+    _fit(
+        "delta_k_max",
+        ["model.output_activation"],
+        {"model.output_activation": "identity"},
+        -0.3,
+        0.4,
+        [(16.0, 0.63, 0.05), (64.0, 0.41, 0.02), (256.0, 0.2, 0.01)],
+    ),
+    _fit(
+        "delta_k_max",
+        ["model.output_activation"],
+        {"model.output_activation": "swish"},
+        0.12,
+        -1.1,
+        [(16.0, 0.45, 0.04), (256.0, 0.6, 0.03)],
+    ),
     _fit("final_loss", [], {}, -1.0, 2.0, [(16.0, 0.5, 0.1), (256.0, 0.03, 0.01)]),
 ]
 
@@ -123,14 +164,29 @@ def _sweep(fits: list[dict]) -> Sweep:
     for head in ("identity", "swish"):
         for width in (10, 100, 1000):
             for seed, noise in ((0, 0.9), (1, 1.1)):
-                rows.append({"job_id": f"job_{head}_{width}_{seed}", "status": "succeeded",
-                             "values": {"model.hidden.0": width, "model.output_activation": head, "seed": seed},
-                             "summary": {"delta_k_max": 2.0 * width**-0.5 * noise, "final_loss": 0.1}})
-    return Sweep.model_validate({
-        "id": "swp_1", "name": "width", "tags": [], "status": "succeeded", "counts": {"succeeded": len(rows)},
-        "total": len(rows), "cancel_requested": False, "created_at": "2025-01-01T12:00:00Z", "spec": {},
-        "table": rows, "fits": fits,
-    })
+                rows.append(
+                    {
+                        "job_id": f"job_{head}_{width}_{seed}",
+                        "status": "succeeded",
+                        "values": {"model.hidden.0": width, "model.output_activation": head, "seed": seed},
+                        "summary": {"delta_k_max": 2.0 * width**-0.5 * noise, "final_loss": 0.1},
+                    }
+                )
+    return Sweep.model_validate(
+        {
+            "id": "swp_1",
+            "name": "width",
+            "tags": [],
+            "status": "succeeded",
+            "counts": {"succeeded": len(rows)},
+            "total": len(rows),
+            "cancel_requested": False,
+            "created_at": "2025-01-01T12:00:00Z",
+            "spec": {},
+            "table": rows,
+            "fits": fits,
+        }
+    )
 
 
 def _drawn(axes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -153,7 +209,9 @@ def test_sweep_plot_draws_the_services_fits_of_the_first_x_one_panel_per_y_not_a
     for label, fit in legends.items():
         line, points = drawn[label]
         slope, intercept = np.polyfit(np.log(line[:, 0]), np.log(line[:, 1]), 1)
-        assert slope == pytest.approx(fit["slope"], abs=1e-12) and intercept == pytest.approx(fit["intercept"], abs=1e-12)
+        assert slope == pytest.approx(fit["slope"], abs=1e-12) and intercept == pytest.approx(
+            fit["intercept"], abs=1e-12
+        )
         np.testing.assert_allclose(points, [(p["x"], p["y_mean"]) for p in fit["points"]])
     assert (axes.get_xlabel(), axes.get_ylabel(), figure.get_suptitle()) == ("width m", "ΔK", "width")
     assert axes.get_xscale() == "log" and axes.get_yscale() == "log"
@@ -178,8 +236,10 @@ def test_a_pair_without_a_fit_is_refused_naming_the_fits_there_are():
 
 def test_fits_from_a_newer_service_with_more_keys_are_drawn():
     fits = [{**fit, "method": "ols"} for fit in FITS]
-    assert sorted(_drawn(_sweep(fits).plot(y="delta_k_max").axes[0])) == ["linear head: slope -0.30 ± 0.05, R² 0.97",
-                                                            "swish head: slope +0.12 ± 0.05, R² 0.97"]
+    assert sorted(_drawn(_sweep(fits).plot(y="delta_k_max").axes[0])) == [
+        "linear head: slope -0.30 ± 0.05, R² 0.97",
+        "swish head: slope +0.12 ± 0.05, R² 0.97",
+    ]
 
 
 def test_importing_the_sdk_loads_no_matplotlib_scipy_or_torch_and_plotting_needs_no_scipy():

@@ -38,8 +38,9 @@ def test_a_page_holds_one_page_and_iterating_it_reads_every_page(client):
 def test_the_async_list_awaits_to_its_first_page_and_iterates_every_item(app):
     async def scenario() -> tuple[list[str], AsyncPage[AsyncJob], list[str], list[int]]:
         transport = httpx.ASGITransport(app=app)
-        async with AsyncClient(base_url="http://testserver", http_client=httpx.AsyncClient(transport=transport),
-                               max_retries=0) as sdk:
+        async with AsyncClient(
+            base_url="http://testserver", http_client=httpx.AsyncClient(transport=transport), max_retries=0
+        ) as sdk:
             made = [(await sdk.jobs.create(SMALL)).id for _ in range(3)]
             listing = sdk.jobs.list(limit=2)
             assert isinstance(listing, AsyncPaginator)
@@ -55,10 +56,15 @@ def test_the_async_list_awaits_to_its_first_page_and_iterates_every_item(app):
 
 def test_an_error_carries_the_status_the_server_answered(tmp_path, client):
     """The real app with its database out of reach answers 503: an InternalServerError whose status_code is 503."""
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/no-such-folder/ntklab.db", broker_dir=tmp_path / "broker",
-                        reaper_enabled=False)
-    with TestClient(create_app(settings)) as http, Client(base_url="http://testserver", http_client=http,
-                                                            max_retries=0) as down:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/no-such-folder/ntklab.db",
+        broker_dir=tmp_path / "broker",
+        reaper_enabled=False,
+    )
+    with (
+        TestClient(create_app(settings)) as http,
+        Client(base_url="http://testserver", http_client=http, max_retries=0) as down,
+    ):
         with pytest.raises(errors.InternalServerError) as unavailable:
             down.jobs.retrieve("job_1")
     assert unavailable.value.status_code == unavailable.value.status == 503
@@ -69,16 +75,22 @@ def test_an_error_carries_the_status_the_server_answered(tmp_path, client):
 
 
 def _public_methods(cls: type) -> dict[str, inspect.Signature]:
-    return {name: inspect.signature(member) for name, member in inspect.getmembers(cls, inspect.isfunction)
-            if not name.startswith(("_", "model_"))}  # model_*: pydantic's own
+    return {
+        name: inspect.signature(member)
+        for name, member in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith(("_", "model_"))
+    }  # model_*: pydantic's own
 
 
 def _twins() -> list[tuple[str, type, type]]:
     """Every resource of the sync client beside the async client's resource of the same name, walked from the
     clients themselves, plus the objects they return that call the service."""
     sync, asynchronous = Client(base_url="http://unused"), AsyncClient(base_url="http://unused")
-    resources = [(name, type(value), type(getattr(asynchronous, name))) for name, value in vars(sync).items()
-                 if not name.startswith("_") and name != "transport"]
+    resources = [
+        (name, type(value), type(getattr(asynchronous, name)))
+        for name, value in vars(sync).items()
+        if not name.startswith("_") and name != "transport"
+    ]
     return [*resources, ("Client", Client, AsyncClient), ("Job", Job, AsyncJob), ("Page", Page, AsyncPage)]
 
 
@@ -105,9 +117,12 @@ def test_the_async_client_has_every_method_of_the_sync_one_with_the_same_paramet
             assert _awaited(asynchronous, method), f"{asynchronous.__name__}.{method} is not awaited"
 
 
-SPEC = {"name": "sdk-core-plot", "model": {"hidden": [16]},
-        "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 4}},
-        "training": {"max_steps": 20, "target_loss": None}}
+SPEC = {
+    "name": "sdk-core-plot",
+    "model": {"hidden": [16]},
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 4}},
+    "training": {"max_steps": 20, "target_loss": None},
+}
 
 
 @pytest.mark.slow

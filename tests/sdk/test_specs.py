@@ -10,15 +10,24 @@ import yaml
 from api_schemas.spec import JobSpec, ModelSpec
 from ntklab.specs import load_document, to_body
 
-SPEC = {"name": "fig1", "seed": 3, "model": {"hidden": [64], "output_activation": "swish"}, "training": {"max_steps": 10}}
+SPEC = {
+    "name": "fig1",
+    "seed": 3,
+    "model": {"hidden": [64], "output_activation": "swish"},
+    "training": {"max_steps": 10},
+}
 
 
 def test_json_yaml_dict_and_pydantic_agree(tmp_path):
     (tmp_path / "spec.json").write_text(json.dumps(SPEC))
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SPEC))
     (tmp_path / "spec.yml").write_text(yaml.safe_dump(SPEC))
-    bodies = [to_body(SPEC), to_body(tmp_path / "spec.json"), to_body(str(tmp_path / "spec.yaml")),
-              to_body(tmp_path / "spec.yml")]
+    bodies = [
+        to_body(SPEC),
+        to_body(tmp_path / "spec.json"),
+        to_body(str(tmp_path / "spec.yaml")),
+        to_body(tmp_path / "spec.yml"),
+    ]
     assert all(body == SPEC for body in bodies)
     from_model = to_body(JobSpec.model_validate(SPEC))
     assert JobSpec.model_validate(from_model) == JobSpec.model_validate(SPEC)

@@ -51,7 +51,9 @@ def test_upload_errors_are_the_sdk_exceptions(client):
     with pytest.raises(TypeError, match="floats or integers"):
         client.datasets.upload(np.array([["a"], ["b"]]), np.ones(2))
     dataset = client.datasets.upload(*points(1))
-    client.jobs.create({"model": {"hidden": [4]}, "data": {"kind": "dataset", "id": dataset.id}, "training": {"max_steps": 2}})
+    client.jobs.create(
+        {"model": {"hidden": [4]}, "data": {"kind": "dataset", "id": dataset.id}, "training": {"max_steps": 2}}
+    )
     with pytest.raises(errors.ConflictError):
         client.datasets.delete(dataset.id)
 
@@ -76,7 +78,9 @@ def test_models_from_a_file_bytes_or_a_torch_module(client, tmp_path):
 def test_a_module_with_equal_initial_weights_keeps_every_parameter(client):
     """Two freshly made LayerNorms hold equal weights (ones) and biases (zeros); torch's exporter
     merges equal initializers unless they stay graph inputs, which would tie the two layers."""
-    module = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Tanh(), nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2))
+    module = nn.Sequential(
+        nn.Linear(3, 4), nn.LayerNorm(4), nn.Tanh(), nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2)
+    )
     exported = client.models.upload(module, torch.zeros(1, 3))
     assert exported.parameters == sum(p.numel() for p in module.parameters())
     assert [i.name for i in exported.inputs] == ["x"]
@@ -113,12 +117,21 @@ def test_an_upload_is_retried_with_the_same_body_and_idempotency_key():
         seen.append(request)
         if len(seen) == 1:
             return httpx.Response(503, headers={"Retry-After": "0"}, json={"title": "down", "status": 503})
-        body = {"id": "ds_" + "1" * 32, "object": "dataset", "name": None, "points": 10,
-                "x": {"shape": [10, 3], "dtype": "float64", "sha256": "a" * 64},
-                "y": {"shape": [10, 2], "dtype": "float64", "sha256": "b" * 64}, "size": 1, "created_at": "2025-01-01T00:00:00Z"}
+        body = {
+            "id": "ds_" + "1" * 32,
+            "object": "dataset",
+            "name": None,
+            "points": 10,
+            "x": {"shape": [10, 3], "dtype": "float64", "sha256": "a" * 64},
+            "y": {"shape": [10, 2], "dtype": "float64", "sha256": "b" * 64},
+            "size": 1,
+            "created_at": "2025-01-01T00:00:00Z",
+        }
         return httpx.Response(201, json=body)
 
-    sdk = Client(base_url="http://service", http_client=httpx.Client(transport=httpx.MockTransport(handler)), max_retries=2)
+    sdk = Client(
+        base_url="http://service", http_client=httpx.Client(transport=httpx.MockTransport(handler)), max_retries=2
+    )
     assert sdk.datasets.upload(x, y).id == "ds_" + "1" * 32
     assert len(seen) == 2 and seen[0].content == seen[1].content == npz_bytes_of(seen[0])
     assert seen[0].headers["Idempotency-Key"] == seen[1].headers["Idempotency-Key"]
@@ -134,7 +147,9 @@ def npz_bytes_of(request: httpx.Request) -> bytes:
 def test_the_async_twins(app):
     async def scenario():
         transport = httpx.ASGITransport(app=app)
-        async with AsyncClient(base_url="http://testserver", http_client=httpx.AsyncClient(transport=transport), max_retries=0) as sdk:
+        async with AsyncClient(
+            base_url="http://testserver", http_client=httpx.AsyncClient(transport=transport), max_retries=0
+        ) as sdk:
             dataset = await sdk.datasets.upload(*points())
             model = await sdk.models.upload(mlp_onnx())
             assert (await sdk.datasets.retrieve(dataset.id)).id == dataset.id

@@ -25,8 +25,13 @@ def finished_with(client, artifacts: dict[str, tuple[str, bytes]]) -> str:
     job_id = submit(client)["id"]
     store = JobStore(client.app.state.sessions)
     claim = store.claim(job_id, worker="w0", device="cpu")
-    store.finish(claim, "succeeded", summary={"loss": 0.0}, artifacts=artifacts,
-                 max_stored_bytes=client.app.state.settings.max_stored_bytes_per_key)
+    store.finish(
+        claim,
+        "succeeded",
+        summary={"loss": 0.0},
+        artifacts=artifacts,
+        max_stored_bytes=client.app.state.settings.max_stored_bytes_per_key,
+    )
     return job_id
 
 
@@ -54,13 +59,19 @@ def test_a_download_streams_the_whole_file_with_length_etag_and_ranges_accepted(
     head = client.head(big)
     assert head.status_code == 200 and head.content == b""
     assert {key: head.headers[key] for key in ("content-length", "etag", "accept-ranges", "content-type")} == {
-        "content-length": str(len(BIG)), "etag": BIG_TAG, "accept-ranges": "bytes", "content-type": "application/x-npy"}
+        "content-length": str(len(BIG)),
+        "etag": BIG_TAG,
+        "accept-ranges": "bytes",
+        "content-type": "application/x-npy",
+    }
 
 
 def test_the_worker_stores_an_artifact_as_a_blob_in_chunks(client, big):
     with client.app.state.sessions() as session:
         blob = session.scalars(select(Blob)).one()
-        chunks = session.scalars(select(BlobChunk.data).where(BlobChunk.blob_id == blob.id).order_by(BlobChunk.chunk)).all()
+        chunks = session.scalars(
+            select(BlobChunk.data).where(BlobChunk.blob_id == blob.id).order_by(BlobChunk.chunk)
+        ).all()
         artifact = session.scalars(select(Artifact)).one()
     assert (blob.sha256, blob.size, blob.chunks) == (hashlib.sha256(BIG).hexdigest(), len(BIG), 3)
     assert [len(chunk) for chunk in chunks] == [BLOB_CHUNK_BYTES, BLOB_CHUNK_BYTES, 12345]
@@ -79,17 +90,20 @@ def test_if_none_match_naming_another_etag_downloads(client, big):
     assert answer.status_code == 200 and answer.content == BIG
 
 
-@pytest.mark.parametrize(("header", "start", "stop"), [
-    ("bytes=0-0", 0, 1),
-    ("bytes=10-99", 10, 100),
-    (f"bytes={BLOB_CHUNK_BYTES - 5}-{BLOB_CHUNK_BYTES + 4}", BLOB_CHUNK_BYTES - 5, BLOB_CHUNK_BYTES + 5),
-    (f"bytes={BLOB_CHUNK_BYTES - 1}-{2 * BLOB_CHUNK_BYTES}", BLOB_CHUNK_BYTES - 1, 2 * BLOB_CHUNK_BYTES + 1),
-    (f"bytes={2 * BLOB_CHUNK_BYTES}-", 2 * BLOB_CHUNK_BYTES, len(BIG)),
-    ("bytes=-100", len(BIG) - 100, len(BIG)),
-    (f"bytes=-{10 * len(BIG)}", 0, len(BIG)),
-    (f"bytes=5-{10 * len(BIG)}", 5, len(BIG)),
-    (f"bytes={len(BIG) - 1}-", len(BIG) - 1, len(BIG)),
-])
+@pytest.mark.parametrize(
+    ("header", "start", "stop"),
+    [
+        ("bytes=0-0", 0, 1),
+        ("bytes=10-99", 10, 100),
+        (f"bytes={BLOB_CHUNK_BYTES - 5}-{BLOB_CHUNK_BYTES + 4}", BLOB_CHUNK_BYTES - 5, BLOB_CHUNK_BYTES + 5),
+        (f"bytes={BLOB_CHUNK_BYTES - 1}-{2 * BLOB_CHUNK_BYTES}", BLOB_CHUNK_BYTES - 1, 2 * BLOB_CHUNK_BYTES + 1),
+        (f"bytes={2 * BLOB_CHUNK_BYTES}-", 2 * BLOB_CHUNK_BYTES, len(BIG)),
+        ("bytes=-100", len(BIG) - 100, len(BIG)),
+        (f"bytes=-{10 * len(BIG)}", 0, len(BIG)),
+        (f"bytes=5-{10 * len(BIG)}", 5, len(BIG)),
+        (f"bytes={len(BIG) - 1}-", len(BIG) - 1, len(BIG)),
+    ],
+)
 def test_a_range_is_206_with_exactly_those_bytes(client, big, header, start, stop):
     answer = client.get(big, headers={"Range": header})
     assert answer.status_code == 206, answer.text
@@ -99,8 +113,18 @@ def test_a_range_is_206_with_exactly_those_bytes(client, big, header, start, sto
     assert answer.headers["etag"] == BIG_TAG
 
 
-@pytest.mark.parametrize("header", [f"bytes={len(BIG)}-", f"bytes={len(BIG) + 7}-{len(BIG) + 9}", "bytes=-0",
-                                    "bytes=9-2", "bytes=x-y", "bytes=-", "bytes="])
+@pytest.mark.parametrize(
+    "header",
+    [
+        f"bytes={len(BIG)}-",
+        f"bytes={len(BIG) + 7}-{len(BIG) + 9}",
+        "bytes=-0",
+        "bytes=9-2",
+        "bytes=x-y",
+        "bytes=-",
+        "bytes=",
+    ],
+)
 def test_an_unsatisfiable_or_malformed_range_is_a_416_problem(client, big, header):
     answer = client.get(big, headers={"Range": header})
     assert answer.status_code == 416
@@ -174,7 +198,9 @@ def test_an_artifact_whose_content_the_key_holds_fits_a_full_quota(client_with):
     """Only new content counts against max_stored_bytes_per_key: a second copy of stored bytes adds nothing."""
     client = client_with(max_stored_bytes_per_key=len(BIG) + 100)
     finished_with(client, {"a.npy": ("application/x-npy", BIG)})
-    job_id = finished_with(client, {"again.npy": ("application/x-npy", BIG), "new.npy": ("application/x-npy", b"x" * 200)})
+    job_id = finished_with(
+        client, {"again.npy": ("application/x-npy", BIG), "new.npy": ("application/x-npy", b"x" * 200)}
+    )
     with client.app.state.sessions() as session:
         stored = set(session.scalars(select(Artifact.name).where(Artifact.job_id == job_id)))
     assert stored == {"again.npy"}

@@ -68,8 +68,16 @@ def test_a_key_is_found_by_the_hash_of_its_exact_secret_only(secured):
         assert api_keys.find_active(session, bob.secret).id == bob.key.id
         stored = session.scalar(select(ApiKey.secret_hash).where(ApiKey.id == alice.key.id))
         flipped = secret[:-1] + ("A" if secret[-1] != "A" else "B")
-        for wrong in [stored, flipped, secret[:12] + bob.secret[12:], secret + "x", secret[:-1], secret.upper(),
-                      " " + secret, secret[:12]]:
+        for wrong in [
+            stored,
+            flipped,
+            secret[:12] + bob.secret[12:],
+            secret + "x",
+            secret[:-1],
+            secret.upper(),
+            " " + secret,
+            secret[:12],
+        ]:
             assert api_keys.find_active(session, wrong) is None, wrong
         assert api_keys.revoke(session, alice.key.id)
         assert api_keys.find_active(session, secret) is None, "a revoked key is not active"
@@ -184,7 +192,9 @@ def test_another_keys_job_and_sweep_are_404_on_every_endpoint(secured):
     assert secured.get("/v1/jobs", params={"sweep_id": sweep_id}, headers=bob).json()["data"] == []
     with secured.app.state.sessions() as session:
         statuses = dict(session.execute(select(Job.id, Job.status)).all())
-        assert statuses[job_id] == "succeeded" and statuses[queued_id] == "queued", "bob's cancel and delete did nothing"
+        assert statuses[job_id] == "succeeded" and statuses[queued_id] == "queued", (
+            "bob's cancel and delete did nothing"
+        )
         assert session.scalar(select(Sweep.cancel_requested).where(Sweep.id == sweep_id)) is False
     for method, path in _endpoints(job_id, queued_id, sweep_id):
         assert secured.request(method, path, headers=alice).status_code in (200, 202, 204), (method, path)
@@ -192,7 +202,10 @@ def test_another_keys_job_and_sweep_are_404_on_every_endpoint(secured):
 
 def test_lists_never_leak_another_keys_jobs(secured):
     alice, bob, admin = new_key(secured, "alice"), new_key(secured, "bob"), new_key(secured, "root", admin=True)
-    mine = {"alice": {submit(secured, alice)["id"] for _ in range(5)}, "bob": {submit(secured, bob)["id"] for _ in range(3)}}
+    mine = {
+        "alice": {submit(secured, alice)["id"] for _ in range(5)},
+        "bob": {submit(secured, bob)["id"] for _ in range(3)},
+    }
     mine["alice"] |= {row["job_id"] for row in submit(secured, alice, SWEEP, "/v1/sweeps")["table"]}
     assert page_through(secured, alice) == mine["alice"]
     assert page_through(secured, bob) == mine["bob"]

@@ -76,8 +76,17 @@ def small(**parts) -> dict:
         (small(data=GAUSSIAN | {"classes": 8, "probe": {"n": 8}}), "data.probe.n", 1600, 4096),
         (small(diagnostics={"hessian": {"iterations": 101}}), "diagnostics.hessian.iterations", 100 * 192, 101 * 192),
     ],
-    ids=["width", "parameters", "probe", "default-probe", "train-points", "steps", "inline-values", "kernel-entries",
-         "lanczos-basis"],
+    ids=[
+        "width",
+        "parameters",
+        "probe",
+        "default-probe",
+        "train-points",
+        "steps",
+        "inline-values",
+        "kernel-entries",
+        "lanczos-basis",
+    ],
 )
 def test_each_cap_is_a_422_naming_field_limit_and_value(capped, spec, field, limit, value):
     body = problem(capped.post("/v1/jobs", json=spec), 422)
@@ -93,7 +102,9 @@ def test_a_spec_within_every_cap_is_accepted(capped):
 def test_every_exceeded_cap_is_listed_at_once(capped):
     spec = small(model={"hidden": [500]}, training={"max_steps": 1000}, data=GAUSSIAN | {"n_train": 99})
     assert set(fields(problem(capped.post("/v1/jobs", json=spec), 422))) == {
-        "model.hidden.0", "training.max_steps", "data.n_train",
+        "model.hidden.0",
+        "training.max_steps",
+        "data.n_train",
     }
 
 
@@ -121,7 +132,9 @@ def test_a_streamed_body_without_length_is_cut_at_the_cap(client_with):
     body = problem(client.post("/v1/jobs", content=chunks, headers={"content-type": "application/json"}), 413)
     assert fields(body)["body"]["limit"] == 1000 and fields(body)["body"]["value"] > 1000
     small_enough = (part for part in (b'{"training": ', b'{"max_steps": 10}}'))
-    assert client.post("/v1/jobs", content=small_enough, headers={"content-type": "application/json"}).status_code == 202
+    assert (
+        client.post("/v1/jobs", content=small_enough, headers={"content-type": "application/json"}).status_code == 202
+    )
 
 
 # --------------------------------------------------------------------------- malformed bodies
@@ -129,7 +142,15 @@ def test_a_streamed_body_without_length_is_cut_at_the_cap(client_with):
 
 @pytest.mark.parametrize(
     "raw",
-    [b'{"model": ', b"{'single': 1}", b'{"a": 1,}', b"\xff\xfe\x00garbage", b"[" * 100_000, b"nul", b'{"seed": 1' + b"0" * 5000 + b"}"],
+    [
+        b'{"model": ',
+        b"{'single': 1}",
+        b'{"a": 1,}',
+        b"\xff\xfe\x00garbage",
+        b"[" * 100_000,
+        b"nul",
+        b'{"seed": 1' + b"0" * 5000 + b"}",
+    ],
     ids=["truncated", "single-quotes", "trailing-comma", "not-utf8", "deep", "bare-word", "5000-digit-int"],
 )
 def test_malformed_json_is_a_400(client, raw):
@@ -183,7 +204,9 @@ def test_a_body_that_is_not_an_object_is_a_422(client, raw):
 
 
 def test_a_body_that_is_not_json_is_a_415(client):
-    assert problem(post_raw(client, b"model=mlp", "application/x-www-form-urlencoded"), 415)["type"].endswith("media-type")
+    assert problem(post_raw(client, b"model=mlp", "application/x-www-form-urlencoded"), 415)["type"].endswith(
+        "media-type"
+    )
 
 
 def test_an_overlong_idempotency_key_is_a_422_naming_the_header(client):
@@ -196,8 +219,14 @@ def test_an_overlong_idempotency_key_is_a_422_naming_the_header(client):
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [("limit=0", "limit"), ("limit=abc", "limit"), ("limit=1000", "limit"), (f"limit={10**30}", "limit"),
-     ("status=bogus", "status.0"), ("tag=" + "t" * 65, "tag")],
+    [
+        ("limit=0", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=1000", "limit"),
+        (f"limit={10**30}", "limit"),
+        ("status=bogus", "status.0"),
+        ("tag=" + "t" * 65, "tag"),
+    ],
 )
 def test_bad_list_queries_are_a_422_naming_the_parameter(client, query, field):
     assert field in fields(problem(client.get(f"/v1/jobs?{query}"), 422))
@@ -232,15 +261,21 @@ def test_a_trailing_slash_is_a_404_problem_never_a_redirect_to_the_host_header(c
     assert "location" not in answer.headers
 
 
-@pytest.mark.parametrize("url", ["/v1/jobs/job%00x", "/v1/jobs?tag=a%00b", "/v1/jobs/x/metrics?names=a%00", "/v1/jobs/x/artifacts/a%00.npy"])
+@pytest.mark.parametrize(
+    "url", ["/v1/jobs/job%00x", "/v1/jobs?tag=a%00b", "/v1/jobs/x/metrics?names=a%00", "/v1/jobs/x/artifacts/a%00.npy"]
+)
 def test_nul_characters_in_urls_are_a_400(client, url):
     assert problem(client.get(url), 400)["type"] == "urn:ntklab:problem:nul-character"
 
 
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
-    [("PUT", "/v1/jobs", "GET, POST"), ("PATCH", "/v1/jobs/job_x", "GET, DELETE"),
-     ("PUT", "/v1/jobs/job_x/artifacts/a.npy", "GET, HEAD"), ("OPTIONS", "/v1/datasets", "GET, POST")],
+    [
+        ("PUT", "/v1/jobs", "GET, POST"),
+        ("PATCH", "/v1/jobs/job_x", "GET, DELETE"),
+        ("PUT", "/v1/jobs/job_x/artifacts/a.npy", "GET, HEAD"),
+        ("OPTIONS", "/v1/datasets", "GET, POST"),
+    ],
 )
 def test_a_405_allows_every_method_the_path_answers(client, method, path, allow):
     """Starlette's Allow named the methods of the first route at the path only (found by schemathesis --checks all)."""
@@ -282,12 +317,42 @@ def test_the_json_encoder_refuses_non_finite_numbers(number):
 # --------------------------------------------------------------------------- fuzzing
 
 
-SPEC_WORDS = ["model", "data", "training", "diagnostics", "hidden", "kind", "x", "y", "name", "tags", "seed", "probe",
-              "n", "lr", "max_steps", "inline", "gaussian_mixture", "builtin", "activation", "kernel", "hessian", "mlp", "cnn"]
+SPEC_WORDS = [
+    "model",
+    "data",
+    "training",
+    "diagnostics",
+    "hidden",
+    "kind",
+    "x",
+    "y",
+    "name",
+    "tags",
+    "seed",
+    "probe",
+    "n",
+    "lr",
+    "max_steps",
+    "inline",
+    "gaussian_mixture",
+    "builtin",
+    "activation",
+    "kernel",
+    "hessian",
+    "mlp",
+    "cnn",
+]
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10**20), max_value=10**20)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(SPEC_WORDS) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(SPEC_WORDS) | st.text(max_size=4), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**20), max_value=10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(SPEC_WORDS)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(SPEC_WORDS) | st.text(max_size=4), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 

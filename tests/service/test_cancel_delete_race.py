@@ -24,8 +24,11 @@ from tests.service.serving import serve
 
 PAIRS = 50
 AT_ONCE = 5  # pairs per wave: 10 requests, within the connection pool (a wave of all 100 waits on it and gets 503s)
-TINY = {"model": {"hidden": [4]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
-        "training": {"max_steps": 1}}
+TINY = {
+    "model": {"hidden": [4]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
+    "training": {"max_steps": 1},
+}
 ALLOWED = {(202, 409, 200), (202, 204, 404), (404, 204, 404)}
 
 

@@ -21,7 +21,10 @@ SPECS = {
     "mlp": ({"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}, 58),
     # digits 1×8×8, k = 3, 'same' padding: (1·9·4 + 4) + (4·9·6 + 6) + (6·8·8·10 + 10)
     "cnn": (
-        {"model": {"kind": "cnn", "hidden": [4, 6], "readout": "flatten"}, "data": {"kind": "builtin", "name": "digits"}},
+        {
+            "model": {"kind": "cnn", "hidden": [4, 6], "readout": "flatten"},
+            "data": {"kind": "builtin", "name": "digits"},
+        },
         40 + 222 + 3850,
     ),
     # first conv (1·9·4 + 4), two blocks 2·(4·9·4 + 4), global-average readout (4·10 + 10)

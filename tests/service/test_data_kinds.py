@@ -55,7 +55,9 @@ def test_a_wrong_kind_is_one_error_on_data_kind_listing_the_kinds(client):
 
 
 def test_a_graph_layer_without_type_lists_the_layer_types(client):
-    answer = client.post("/v1/jobs", json={"model": {"kind": "graph", "layers": [{"type": "dense", "width": 4}, {"width": 4}]}})
+    answer = client.post(
+        "/v1/jobs", json={"model": {"kind": "graph", "layers": [{"type": "dense", "width": 4}, {"width": 4}]}}
+    )
     assert answer.status_code == 422, answer.text
     (error,) = answer.json()["errors"]
     assert error["field"] == "model.layers.1.type"

@@ -143,7 +143,12 @@ def test_uploads_bypass_the_json_body_cap_but_not_their_own(client_with):
     body = npz(x=x, y=y)
     small_json = client_with(max_body_bytes=1000, max_upload_bytes=10 * len(body))
     assert upload(small_json, body).status_code == 201
-    assert small_json.post("/v1/jobs", content=b"{" + b" " * 2000 + b"}", headers={"Content-Type": "application/json"}).status_code == 413
+    assert (
+        small_json.post(
+            "/v1/jobs", content=b"{" + b" " * 2000 + b"}", headers={"Content-Type": "application/json"}
+        ).status_code
+        == 413
+    )
     small_upload = client_with(max_upload_bytes=len(body) // 2)
     before = stored_rows(small_upload)
     problem = assert_refused(upload(small_upload, npz(x=x + 1, y=y)), 413, "body", "max_upload_bytes")
@@ -179,7 +184,9 @@ def test_nan_in_a_data_set_is_refused_naming_the_array_and_index(client):
 
 def test_a_header_declaring_a_billion_rows_is_refused_before_any_data_is_read(client):
     x = npy_header((10**9, 4)) + np.zeros(16).tobytes()
-    problem = assert_refused(upload_pair(client, x, npy(np.zeros(4))), 422, "x", "1000000000 points", "max_train_points")
+    problem = assert_refused(
+        upload_pair(client, x, npy(np.zeros(4))), 422, "x", "1000000000 points", "max_train_points"
+    )
     assert problem["type"] == "urn:ntklab:problem:resource-cap"
     assert problem["errors"][0]["value"] == 10**9
     as_npz = io.BytesIO()
@@ -203,8 +210,12 @@ def test_pickles_objects_and_odd_dtypes_are_refused(client):
     import pickle
 
     assert_refused(upload_pair(client, pickle.dumps(np.ones((2, 2))), npy(np.zeros(2))), 422, "x", "not a .npy")
-    for bad in (np.ones((3, 2), dtype=bool), np.ones((3, 2), dtype=np.complex128), np.ones((3, 2), dtype=np.uint64),
-                np.array([["a", "b"]] * 3)):
+    for bad in (
+        np.ones((3, 2), dtype=bool),
+        np.ones((3, 2), dtype=np.complex128),
+        np.ones((3, 2), dtype=np.uint64),
+        np.array([["a", "b"]] * 3),
+    ):
         assert_refused(upload_pair(client, npy(bad), npy(np.zeros(3))), 422, "x", "not allowed")
     structured = np.zeros(3, dtype=[("a", "<f8"), ("b", "<f8")])
     assert_refused(upload_pair(client, npy(np.zeros((3, 1))), npy(structured)), 422, "y", "not allowed")
@@ -223,7 +234,13 @@ def test_shapes_truncation_and_archives_are_checked(client):
         (upload(client, b"PK\x03\x04 not really a zip"), "file", "not an .npz"),
         (upload(client, npz(x=x, y=y, z=y)), "file", "exactly x.npy and y.npy"),
         (upload(client, npz(x=x)), "y", "no array 'y'"),
-        (upload_pair(client, npy(x), npy(y)) if False else client.post("/v1/datasets", files={"x": ("x.npy", npy(x))}), "y", "missing"),
+        (
+            upload_pair(client, npy(x), npy(y))
+            if False
+            else client.post("/v1/datasets", files={"x": ("x.npy", npy(x))}),
+            "y",
+            "missing",
+        ),
         (client.post("/v1/datasets", files={"w": ("w.npy", npy(x))}), "w", "unexpected file part"),
         (upload(client, b""), "file", "empty"),
     ]
@@ -252,8 +269,17 @@ def test_a_job_on_a_data_set_gets_its_stored_shapes(client):
     assert answer.status_code == 202, answer.text
     spec = answer.json()["spec"]
     assert spec["data"]["n_train"] == 20
-    assert spec["data"]["stored"] == {"points": 20, "x_shape": [3], "x_integer": False, "y_width": 2, "x_min": None,
-                                      "x_max": None, "y_integer": False, "y_min": None, "y_max": None}
+    assert spec["data"]["stored"] == {
+        "points": 20,
+        "x_shape": [3],
+        "x_integer": False,
+        "y_width": 2,
+        "x_min": None,
+        "x_max": None,
+        "y_integer": False,
+        "y_min": None,
+        "y_max": None,
+    }
     assert spec["model"]["output_dim"] == 2
     assert answer.json()["parameters"] == 3 * 8 + 8 + 8 * 2 + 2
     spoofed = job_on(dataset_id, n_train=5)
@@ -263,7 +289,9 @@ def test_a_job_on_a_data_set_gets_its_stored_shapes(client):
 
 def test_n_train_beyond_the_stored_points_is_422_naming_both(client):
     dataset_id = upload(client, npz(x=arrays()[0], y=arrays()[1])).json()["id"]
-    problem = assert_refused(client.post("/v1/jobs", json=job_on(dataset_id, n_train=13)), 422, "data.n_train", "12 points")
+    problem = assert_refused(
+        client.post("/v1/jobs", json=job_on(dataset_id, n_train=13)), 422, "data.n_train", "12 points"
+    )
     assert problem["errors"][0]["limit"] == 12 and problem["errors"][0]["value"] == 13
     assert_refused(client.post("/v1/jobs", json=job_on("ds_" + "0" * 32)), 422, "data.id", "no data set")
     bad = client.post("/v1/jobs", json=job_on("not-an-id"))

@@ -12,8 +12,11 @@ from api_schemas.problems import RESOURCE_CAP
 from store.models import Job
 from tests.upload_files import mlp_onnx
 
-SPEC = {"data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
-        "model": {"hidden": [128]}, "training": {"max_steps": 300}}
+SPEC = {
+    "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
+    "model": {"hidden": [128]},
+    "training": {"max_steps": 300},
+}
 SUBMITTED = ("memory_bytes", "flops", "memory", "work", "seconds", "time", "phases", "rates")
 
 
@@ -34,8 +37,12 @@ def test_the_dry_run_answers_the_estimate_the_job_then_carries(client_with):
 
 def test_the_phases_sum_to_the_seconds_at_the_rates(client):
     answer = client.post("/v1/jobs?dry_run=true", json=SPEC).json()
-    assert answer["rates"] == {"flops_per_s": FLOPS_PER_S, "seconds_per_op": SECONDS_PER_OP, "source": "default",
-                               "detail": answer["rates"]["detail"]}
+    assert answer["rates"] == {
+        "flops_per_s": FLOPS_PER_S,
+        "seconds_per_op": SECONDS_PER_OP,
+        "source": "default",
+        "detail": answer["rates"]["detail"],
+    }
     assert "bench/bench_time_estimate.py" in answer["rates"]["detail"]
     phases = answer["phases"]
     assert {phase["name"] for phase in phases} == set(answer["time"]) == set(answer["work"])
@@ -46,15 +53,22 @@ def test_the_phases_sum_to_the_seconds_at_the_rates(client):
     expected = training["flops"] / FLOPS_PER_S + training["operations"] * SECONDS_PER_OP
     assert training["seconds"] == pytest.approx(expected) and "FLOPs at" in training["what"]
     hessian = next(phase for phase in phases if phase["name"] == "hessian")
-    assert hessian["seconds"] == pytest.approx(hessian["flops"] / (FLOPS_PER_S / 8) + hessian["operations"] * SECONDS_PER_OP)
+    assert hessian["seconds"] == pytest.approx(
+        hessian["flops"] / (FLOPS_PER_S / 8) + hessian["operations"] * SECONDS_PER_OP
+    )
 
 
 def test_the_caps_it_was_checked_against(client, settings):
     answer = client.post("/v1/jobs?dry_run=true", json=SPEC).json()
     caps = {cap["setting"]: cap for cap in answer["caps"]}
-    assert caps["max_job_memory_bytes"] == {"setting": "max_job_memory_bytes", "limit": settings.max_job_memory_bytes,
-                                            "value": answer["memory_bytes"]}
-    assert caps["max_job_flops"]["limit"] == settings.max_job_flops and caps["max_job_flops"]["value"] == answer["flops"]
+    assert caps["max_job_memory_bytes"] == {
+        "setting": "max_job_memory_bytes",
+        "limit": settings.max_job_memory_bytes,
+        "value": answer["memory_bytes"],
+    }
+    assert (
+        caps["max_job_flops"]["limit"] == settings.max_job_flops and caps["max_job_flops"]["value"] == answer["flops"]
+    )
     assert caps["max_job_seconds"]["value"] == answer["seconds"] <= caps["max_job_seconds"]["limit"]
 
 
@@ -94,10 +108,14 @@ def test_an_invalid_spec_is_the_submissions_422(client):
 
 
 def test_an_onnx_model_is_estimated_from_its_stored_profile(client):
-    model_id = client.post("/v1/models", content=mlp_onnx(), headers={"Content-Type": "application/octet-stream"}).json()["id"]
+    model_id = client.post(
+        "/v1/models", content=mlp_onnx(), headers={"Content-Type": "application/octet-stream"}
+    ).json()["id"]
     n = 8
-    spec = {"model": {"kind": "onnx", "id": model_id},
-            "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": 3, "classes": 2}}
+    spec = {
+        "model": {"kind": "onnx", "id": model_id},
+        "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": 3, "classes": 2},
+    }
     answer = client.post("/v1/jobs?dry_run=true", json=spec)
     assert answer.status_code == 200, answer.text
     estimate = answer.json()

@@ -11,9 +11,12 @@ import pytest
 from service.estimates import CALIBRATION_WINDOW
 from store.job_store import JobStore
 
-SPEC = {"data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
-        "model": {"hidden": [128]}, "training": {"max_steps": 300},
-        "diagnostics": {"hessian": {}, "linearization_error": True}}
+SPEC = {
+    "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
+    "model": {"hidden": [128]},
+    "training": {"max_steps": 300},
+    "diagnostics": {"hessian": {}, "linearization_error": True},
+}
 ASKED = {**SPEC, "model": {"hidden": [256]}, "training": {"max_steps": 1000}}
 
 
@@ -48,9 +51,11 @@ def test_no_finished_job_is_an_empty_calibration_that_says_so(client, app):
 
 
 def test_each_phase_is_the_median_ratio_times_the_estimate(client, app):
-    arranged = [{"training": 0.5, "kernel": 4.0, "path": 1.5, "kernel_trace": 0.2},
-                {"training": 2.0, "kernel": 1.0, "path": 3.0, "kernel_trace": 0.4},
-                {"training": 3.0, "kernel": 2.0, "path": 2.0, "kernel_trace": 0.1}]
+    arranged = [
+        {"training": 0.5, "kernel": 4.0, "path": 1.5, "kernel_trace": 0.2},
+        {"training": 2.0, "kernel": 1.0, "path": 3.0, "kernel_trace": 0.4},
+        {"training": 3.0, "kernel": 2.0, "path": 2.0, "kernel_trace": 0.1},
+    ]
     for ratio in arranged:
         _finish(app, client, "cpu", ratio)
     answer = _asked(client)
@@ -95,7 +100,9 @@ def test_a_class_is_its_devices_before_the_index_and_none_leaks_into_another(cli
     by_class = _asked(client)["by_worker_class"]
     assert set(by_class) == {"cpu", "cuda"}
     assert by_class["cuda"]["devices"] == ["cuda", "cuda:0", "cuda:1"] and by_class["cuda"]["jobs"] == 3
-    training = {name: next(p for p in estimate["phases"] if p["name"] == "training") for name, estimate in by_class.items()}
+    training = {
+        name: next(p for p in estimate["phases"] if p["name"] == "training") for name, estimate in by_class.items()
+    }
     assert training["cpu"]["factor"] == pytest.approx(1.0) and training["cpu"]["jobs"] == 1
     assert training["cuda"]["factor"] == pytest.approx(0.02) and training["cuda"]["jobs"] == 3
 

@@ -27,7 +27,9 @@ ROOM = 2**20
 def small_disk(tmp_path: Path):
     mount = tmp_path / "uploads"
     mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={ROOM}", "tmpfs", str(mount)], capture_output=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={ROOM}", "tmpfs", str(mount)], capture_output=True, check=False
+    )
     if mounted.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -51,8 +53,9 @@ def a_large_model() -> bytes:
 
 def test_a_model_larger_than_the_disk_is_a_507(client_with, small_disk):
     client = client_with(upload_dir=str(small_disk))
-    assert_insufficient_storage(client.post("/v1/models", content=a_large_model(),
-                                            headers={"Content-Type": "application/octet-stream"}))
+    assert_insufficient_storage(
+        client.post("/v1/models", content=a_large_model(), headers={"Content-Type": "application/octet-stream"})
+    )
     assert stored_rows(client) == (0, 0, 0)
     assert list(small_disk.iterdir()) == []
 
@@ -60,8 +63,13 @@ def test_a_model_larger_than_the_disk_is_a_507(client_with, small_disk):
 def test_multipart_arrays_larger_than_the_disk_are_a_507(client_with, small_disk):
     client = client_with(upload_dir=str(small_disk))
     x = np.random.default_rng(0).normal(size=(2 * ROOM // 8 // 4, 4))
-    answer = client.post("/v1/datasets", files={"x": ("x.npy", npy(x), "application/octet-stream"),
-                                                 "y": ("y.npy", npy(np.zeros(len(x))), "application/octet-stream")})
+    answer = client.post(
+        "/v1/datasets",
+        files={
+            "x": ("x.npy", npy(x), "application/octet-stream"),
+            "y": ("y.npy", npy(np.zeros(len(x))), "application/octet-stream"),
+        },
+    )
     assert_insufficient_storage(answer)
     assert list(small_disk.iterdir()) == []
 

@@ -38,8 +38,11 @@ content_type_overrides:
   image/svg+xml: application/octet-stream
 post_hooks: []
 """
-TINY = {"model": {"hidden": [4]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
-        "training": {"max_steps": 2}}
+TINY = {
+    "model": {"hidden": [4]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
+    "training": {"max_steps": 2},
+}
 FINISHED = ("succeeded", "failed", "cancelled")
 
 
@@ -57,9 +60,23 @@ def generation(stack: LiveStack, tmp_path_factory: pytest.TempPathFactory) -> tu
     document.write_bytes(stack.client.get("/openapi.json").raise_for_status().content)
     (root / "config.yaml").write_text(CONFIG)
     done = subprocess.run(
-        [str(GENERATOR), "generate", "--path", str(document), "--config", str(root / "config.yaml"),
-         "--meta", "none", "--output-path", str(root / PACKAGE), "--fail-on-warning"],
-        capture_output=True, text=True, timeout=300, cwd=root,
+        [
+            str(GENERATOR),
+            "generate",
+            "--path",
+            str(document),
+            "--config",
+            str(root / "config.yaml"),
+            "--meta",
+            "none",
+            "--output-path",
+            str(root / PACKAGE),
+            "--fail-on-warning",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
     )
     return done, root
 
@@ -135,7 +152,9 @@ def test_a_preset_runs_as_a_sweep(api, client):
     presets = operation(api, "presets", "list_presets").sync(client=client)
     assert isinstance(presets, wire.PresetList) and presets.data
     name = presets.data[0].name
-    sweep = operation(api, "presets", "run_preset").sync(name, client=client, body=wire.PresetRun(scale=wire.PresetRunScale.SMOKE))
+    sweep = operation(api, "presets", "run_preset").sync(
+        name, client=client, body=wire.PresetRun(scale=wire.PresetRunScale.SMOKE)
+    )
     assert isinstance(sweep, wire.Sweep), sweep
     assert sweep.total == presets.data[0].jobs.additional_properties["smoke"]
     operation(api, "sweeps", "cancel_sweep").sync(sweep.id, client=client)

@@ -46,7 +46,11 @@ def test_linked_axis_moves_paths_together():
     base = {"model": {"hidden": [10, 3, 10]}}
     points = expand_grid(base, {"model.hidden.0,model.hidden.2": [[100, 100], [1000, 1000]], "seed": [0, 1]})
     assert [(p.spec.model.hidden, p.spec.seed) for p in points] == [
-        ([100, 3, 100], 0), ([100, 3, 100], 1), ([1000, 3, 1000], 0), ([1000, 3, 1000], 1)]
+        ([100, 3, 100], 0),
+        ([100, 3, 100], 1),
+        ([1000, 3, 1000], 0),
+        ([1000, 3, 1000], 1),
+    ]
     assert points[0].values == {"model.hidden.0": 100, "model.hidden.2": 100, "seed": 0}
 
 

@@ -21,7 +21,11 @@ def test_a_training_set_kernel_over_the_limit_is_a_422_naming_the_field(client):
     assert answer.headers["content-type"].startswith("application/problem+json")
     (error,) = answer.json()["errors"]
     assert error["field"] == "diagnostics"
-    assert "diagnostics.loss_hessian" in error["message"] and "10000 rows" in error["message"] and "4096" in error["message"]
+    assert (
+        "diagnostics.loss_hessian" in error["message"]
+        and "10000 rows" in error["message"]
+        and "4096" in error["message"]
+    )
 
 
 def test_a_probe_count_over_its_bound_is_a_422_with_the_limit(client):

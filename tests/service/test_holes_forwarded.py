@@ -36,13 +36,22 @@ def api(sqlite_template: Path, folder: Path, **settings: str) -> Iterator[httpx.
     """The API on a copy of the migrated SQLite template, auth on; yields a client of it."""
     shutil.copy(sqlite_template, folder / "ntklab.db")
     port = free_port()
-    environment = os.environ | {
-        "NTKLAB_DATABASE_URL": f"sqlite:///{folder / 'ntklab.db'}", "NTKLAB_BROKER_URL": "filesystem://",
-        "NTKLAB_BROKER_DIR": str(folder / "broker"), "NTKLAB_AUTH": "on", "NTKLAB_REAPER_ENABLED": "false",
-        "NTKLAB_AUTH_FAILURES_PER_MINUTE": str(FAILURES_ALLOWED),
-    } | settings
+    environment = (
+        os.environ
+        | {
+            "NTKLAB_DATABASE_URL": f"sqlite:///{folder / 'ntklab.db'}",
+            "NTKLAB_BROKER_URL": "filesystem://",
+            "NTKLAB_BROKER_DIR": str(folder / "broker"),
+            "NTKLAB_AUTH": "on",
+            "NTKLAB_REAPER_ENABLED": "false",
+            "NTKLAB_AUTH_FAILURES_PER_MINUTE": str(FAILURES_ALLOWED),
+        }
+        | settings
+    )
     with open(folder / "api.log", "wb") as log:
-        process = subprocess.Popen(api_command("127.0.0.1", port, 1), env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            api_command("127.0.0.1", port, 1), env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             deadline = time.monotonic() + 30

@@ -117,9 +117,14 @@ def test_the_index_on_job_id_and_last_step_serves_a_since_step_read(client, app)
         if session.bind.dialect.name != "postgresql":
             pytest.skip("the plan is PostgreSQL's")
         session.execute(text("SET LOCAL enable_seqscan = off"))
-        plan = "\n".join(session.execute(text(
-            "EXPLAIN SELECT name, steps, values FROM metric_chunks WHERE job_id = :job AND last_step > :since"
-        ), {"job": job_id, "since": 5}).scalars())
+        plan = "\n".join(
+            session.execute(
+                text(
+                    "EXPLAIN SELECT name, steps, values FROM metric_chunks WHERE job_id = :job AND last_step > :since"
+                ),
+                {"job": job_id, "since": 5},
+            ).scalars()
+        )
         stored = session.execute(text("SELECT count(*) FROM metric_chunks WHERE last_step IS NULL")).scalar()
     assert "ix_metric_chunks_job_id_last_step" in plan, plan
     assert stored == 0, "the writer fills in last_step"

@@ -44,8 +44,12 @@ def test_the_job_resource_and_the_sdk_carry_the_runs_warnings(client, app, setti
 
 
 def test_a_clean_run_has_no_warnings(client, app, settings):
-    clean = {**SMALL, "model": {"hidden": [8], "bias": False}, "data": {**SMALL["data"], "targets": "onehot"},
-             "training": {"max_steps": 3, "target_loss": None}}
+    clean = {
+        **SMALL,
+        "model": {"hidden": [8], "bias": False},
+        "data": {**SMALL["data"], "targets": "onehot"},
+        "training": {"max_steps": 3, "target_loss": None},
+    }
     job_id = client.post("/v1/jobs", json=clean).json()["id"]
     run_queued(app, settings, job_id)
     job = client.get(f"/v1/jobs/{job_id}").json()
@@ -53,11 +57,14 @@ def test_a_clean_run_has_no_warnings(client, app, settings):
 
 
 def test_a_sweeps_fit_and_rows_carry_the_warnings_of_its_points(client, app, settings):
-    sweep = client.post("/v1/sweeps", json={
-        "base": {**SMALL, "model": {"hidden": [8], "bias": False}, "data": {**SMALL["data"], "targets": "onehot"}},
-        "grid": {"model.hidden.0": [4, 8, 16]},
-        "fits": [{"y": "weight_change_l2", "x": "model.hidden.0"}],
-    }).json()
+    sweep = client.post(
+        "/v1/sweeps",
+        json={
+            "base": {**SMALL, "model": {"hidden": [8], "bias": False}, "data": {**SMALL["data"], "targets": "onehot"}},
+            "grid": {"model.hidden.0": [4, 8, 16]},
+            "fits": [{"y": "weight_change_l2", "x": "model.hidden.0"}],
+        },
+    ).json()
     job_ids = [row["job_id"] for row in client.get(f"/v1/sweeps/{sweep['id']}").json()["table"]]
     for job_id in job_ids:
         run_queued(app, settings, job_id)

@@ -54,9 +54,17 @@ def test_retrieve_shows_what_the_worker_wrote(client, db):
     job = submit(client)
     started = utcnow()
     written_by_a_worker(
-        db, job["id"], status="succeeded", attempts=2, device="cpu", progress_step=5000, progress_phase="succeeded",
-        progress_eta_s=0.0, summary={"final_loss": 1e-4, "converged": True, "outcome": "converged"},
-        started_at=started, finished_at=started,
+        db,
+        job["id"],
+        status="succeeded",
+        attempts=2,
+        device="cpu",
+        progress_step=5000,
+        progress_phase="succeeded",
+        progress_eta_s=0.0,
+        summary={"final_loss": 1e-4, "converged": True, "outcome": "converged"},
+        started_at=started,
+        finished_at=started,
     )
     shown = client.get(f"/v1/jobs/{job['id']}").json()
     assert shown["status"] == "succeeded" and shown["attempts"] == 2 and shown["device"] == "cpu"
@@ -93,8 +101,10 @@ def walk(client, limit: int, **query) -> list[str]:
 
 
 def test_paging_visits_every_job_once_with_each_filter(client, db):
-    ids = [submit(client, SMALL | {"tags": [t for t, k in (("even", 2), ("third", 3)) if i % k == 0]})["id"]
-           for i in range(23)]
+    ids = [
+        submit(client, SMALL | {"tags": [t for t, k in (("even", 2), ("third", 3)) if i % k == 0]})["id"]
+        for i in range(23)
+    ]
     newest_first = ids[::-1]
     for i in (1, 4, 7, 10):
         written_by_a_worker(db, ids[i], status="running")
@@ -112,7 +122,10 @@ def test_paging_visits_every_job_once_with_each_filter(client, db):
         ({"tag": "even"}, [j for j in newest_first if ids.index(j) % 2 == 0]),
         ({"status": "queued"}, [j for j in newest_first if status[j] == "queued"]),
         ({"status": ["running", "succeeded"]}, [j for j in newest_first if status[j] in ("running", "succeeded")]),
-        ({"tag": "third", "status": "succeeded"}, [j for j in newest_first if ids.index(j) % 3 == 0 and status[j] == "succeeded"]),
+        (
+            {"tag": "third", "status": "succeeded"},
+            [j for j in newest_first if ids.index(j) % 3 == 0 and status[j] == "succeeded"],
+        ),
         ({"sweep_id": sweep.id}, [ids[6], ids[5], ids[0]]),
         ({"tag": "nobody"}, []),
     ]
@@ -145,7 +158,9 @@ def walk_from(client, after: str, limit: int) -> list[str]:
 def test_same_key_and_same_body_replays_the_first_answer(client, db):
     first = client.post("/v1/jobs", json=SMALL, headers={"Idempotency-Key": "k-1"})
     reordered = json.dumps({"data": SMALL["data"], "model": {"hidden": [8], "bias": True}}, indent=2)
-    second = client.post("/v1/jobs", content=reordered, headers={"Idempotency-Key": "k-1", "content-type": "application/json"})
+    second = client.post(
+        "/v1/jobs", content=reordered, headers={"Idempotency-Key": "k-1", "content-type": "application/json"}
+    )
     assert first.status_code == second.status_code == 202
     assert second.json()["id"] == first.json()["id"]
     assert second.headers["location"] == first.headers["location"]
@@ -167,7 +182,9 @@ def test_same_key_with_a_different_body_is_a_422_naming_the_header(client, db):
 
 def test_concurrent_retries_with_one_key_make_one_job(client, db):
     with ThreadPoolExecutor(max_workers=6) as pool:
-        answers = list(pool.map(lambda _: client.post("/v1/jobs", json=SMALL, headers={"Idempotency-Key": "race"}), range(6)))
+        answers = list(
+            pool.map(lambda _: client.post("/v1/jobs", json=SMALL, headers={"Idempotency-Key": "race"}), range(6))
+        )
     assert {answer.status_code for answer in answers} == {202}
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert db.scalar(select(func.count()).select_from(Job)) == 1
@@ -194,7 +211,9 @@ def test_cancel_a_running_job_sets_the_flag_the_worker_reads(client, db):
     assert db.scalar(select(Job.cancel_requested).where(Job.id == job["id"])) is True
 
 
-@pytest.mark.parametrize(("ending", "outcome"), [("succeeded", "too_late"), ("failed", "too_late"), ("cancelled", "cancelled")])
+@pytest.mark.parametrize(
+    ("ending", "outcome"), [("succeeded", "too_late"), ("failed", "too_late"), ("cancelled", "cancelled")]
+)
 def test_a_cancel_the_worker_never_saw_says_too_late_and_the_results_stand(client, app, ending, outcome):
     """The worker's own writes (claim, finish): a cancel accepted during the last moments of a run."""
     job = submit(client)
@@ -314,8 +333,16 @@ def test_head_on_an_artifact_answers_the_download_headers_without_the_bytes(clie
 
 @pytest.mark.parametrize(
     "name",
-    ["../x", "%2e%2e%2fx", "..%2fkernel_init.npy", "%2e%2e%2f%2e%2e%2fetc%2fpasswd", "KERNEL_INIT.NPY",
-     "kernel_init", "%2e", "%2e%2e"],
+    [
+        "../x",
+        "%2e%2e%2fx",
+        "..%2fkernel_init.npy",
+        "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "KERNEL_INIT.NPY",
+        "kernel_init",
+        "%2e",
+        "%2e%2e",
+    ],
 )
 def test_artifact_names_match_exactly_so_traversal_is_a_404(client, job_with_artifacts, name):
     job_id, _ = job_with_artifacts

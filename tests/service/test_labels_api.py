@@ -42,9 +42,12 @@ def labels(high: int = C - 1, low: int = 0, dtype=np.int64) -> np.ndarray:
 
 
 def job(dataset_id: str, model: dict | None = None, loss: str = "cross_entropy") -> dict:
-    return {"data": {"kind": "dataset", "id": dataset_id, "probe": {"n": 4}},
-            "model": model or {"hidden": [8], "activation": "tanh"},
-            "training": {"loss": loss, "max_steps": 3, "target_loss": None}, **QUICK}
+    return {
+        "data": {"kind": "dataset", "id": dataset_id, "probe": {"n": 4}},
+        "model": model or {"hidden": [8], "activation": "tanh"},
+        "training": {"loss": loss, "max_steps": 3, "target_loss": None},
+        **QUICK,
+    }
 
 
 def test_a_ten_output_onnx_model_on_one_hot_targets_takes_cross_entropy(client):
@@ -60,7 +63,11 @@ def test_integer_labels_record_their_range_and_set_the_class_count(client):
     assert answer.status_code == 202, answer.text
     spec = answer.json()["spec"]
     assert {key: spec["data"]["stored"][key] for key in ("y_integer", "y_min", "y_max", "y_width")} == {
-        "y_integer": True, "y_min": 0, "y_max": 6, "y_width": 1}
+        "y_integer": True,
+        "y_min": 0,
+        "y_max": 6,
+        "y_width": 1,
+    }
     assert spec["model"]["output_dim"] == 7
 
 

@@ -70,7 +70,11 @@ def test_failed_key_checks_from_one_address_are_429_past_the_limit_and_remembere
     refused = client.get("/v1/jobs", headers=wrong)
     assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
     assert refused.headers["content-type"] == "application/problem+json"
-    assert refused.json()["errors"][0] | {"message": ""} == {"field": "auth_failures_per_minute", "message": "", "limit": 3}
+    assert refused.json()["errors"][0] | {"message": ""} == {
+        "field": "auth_failures_per_minute",
+        "message": "",
+        "limit": 3,
+    }
     assert client.get("/v1/jobs", headers=alice).status_code == 200, "a key already remembered is not looked up"
     bob = new_key(client, "bob")
     assert client.get("/v1/jobs", headers=bob).status_code == 429, "nothing is looked up for this address now"
@@ -88,7 +92,12 @@ def test_no_limit_when_the_setting_is_zero(client_with):
 
 def test_api_processes_on_one_redis_share_each_keys_window(client_with, redis_url):
     """Two apps (two API processes: separate memory) count one key's requests in one Redis window."""
-    shared = {"auth": "on", "rate_limit_per_s": 3, "broker_url": redis_url, "queue": f"ntklab-test-{uuid.uuid4().hex[:8]}"}
+    shared = {
+        "auth": "on",
+        "rate_limit_per_s": 3,
+        "broker_url": redis_url,
+        "queue": f"ntklab-test-{uuid.uuid4().hex[:8]}",
+    }
     first, second = client_with(**shared), client_with(**shared)
     alice = new_key(first, "alice")
     wait_for_the_window()
@@ -125,7 +134,12 @@ def test_the_active_job_quota_is_per_key(client_with):
     assert [client.post("/v1/jobs", json=SMALL, headers=alice).status_code for _ in range(3)] == [202, 202, 429]
     over = client.post("/v1/sweeps", json=SWEEP, headers=alice)
     assert over.status_code == 429 and over.json()["type"] == "urn:ntklab:problem:too-many-active-jobs"
-    assert over.json()["errors"][0] == {"field": "active_jobs", "limit": 2, "value": 2, "message": over.json()["errors"][0]["message"]}
+    assert over.json()["errors"][0] == {
+        "field": "active_jobs",
+        "limit": 2,
+        "value": 2,
+        "message": over.json()["errors"][0]["message"],
+    }
     assert client.post("/v1/sweeps", json=SWEEP, headers=bob).status_code == 202, "alice's jobs do not count for bob"
 
 

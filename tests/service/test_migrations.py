@@ -14,7 +14,19 @@ from store.db import make_engine
 from store.models import Base
 
 BACKENDS = ("sqlite", "postgresql")
-MODEL_TABLES = {"api_keys", "sweeps", "sweep_tags", "jobs", "job_tags", "metric_chunks", "artifacts", "blobs", "blob_chunks", "datasets", "models"}
+MODEL_TABLES = {
+    "api_keys",
+    "sweeps",
+    "sweep_tags",
+    "jobs",
+    "job_tags",
+    "metric_chunks",
+    "artifacts",
+    "blobs",
+    "blob_chunks",
+    "datasets",
+    "models",
+}
 
 
 def schema_differences(url: str) -> list:
@@ -54,11 +66,14 @@ def test_downgrade_base_removes_every_table(fresh_database, alembic_for):
 
 def insert_kept_job(connection, status: str, *, attempts: int, step: int) -> None:
     """Job 'job_kept' of alice (parameters 7, spec {"seed": 3}) in `status`, written with the columns of 0001."""
-    connection.execute(text(
-        "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
-        "progress_step, progress_total, progress_phase, created_at) VALUES "
-        "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, :status, false, :attempts, :step, 5, :status, '2026-01-01')"
-    ), {"status": status, "attempts": attempts, "step": step})
+    connection.execute(
+        text(
+            "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
+            "progress_step, progress_total, progress_phase, created_at) VALUES "
+            "('job_kept', 'alice', '{\"seed\": 3}', 'h', 7, :status, false, :attempts, :step, 5, :status, '2026-01-01')"
+        ),
+        {"status": status, "attempts": attempts, "step": step},
+    )
 
 
 @pytest.mark.parametrize("fresh_database", BACKENDS, indirect=True)
@@ -75,7 +90,9 @@ def test_each_upgrade_keeps_the_rows_already_stored(fresh_database, alembic_for)
         command.downgrade(alembic_for(url), "0001")
         command.upgrade(alembic_for(url), "head")
         with engine.connect() as connection:
-            kept = connection.execute(text("SELECT owner, status, parameters, spec FROM jobs WHERE id = 'job_kept'")).one()
+            kept = connection.execute(
+                text("SELECT owner, status, parameters, spec FROM jobs WHERE id = 'job_kept'")
+            ).one()
     finally:
         engine.dispose()
     assert (kept.owner, kept.status, kept.parameters) == ("alice", "succeeded", 7)
@@ -93,23 +110,40 @@ def test_0003_adds_the_upload_tables_and_keeps_jobs_and_uploads(fresh_database, 
             insert_kept_job(connection, "queued", attempts=0, step=0)
         command.upgrade(alembic_for(url), "0003")
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO blobs (id, owner, sha256, size, chunks, created_at) VALUES ('blob_1', 'alice', :sha, 3, 1, '2026-01-01')"
-            ), {"sha": "a" * 64})
-            connection.execute(text("INSERT INTO blob_chunks (blob_id, chunk, data) VALUES ('blob_1', 0, :data)"), {"data": b"abc"})
-            connection.execute(text(
-                "INSERT INTO datasets (id, owner, name, x_blob_id, y_blob_id, points, x_shape, x_dtype, y_shape, y_dtype, size, created_at) "
-                "VALUES ('ds_1', 'alice', 'd', 'blob_1', 'blob_1', 1, '[1, 1]', 'float64', '[1]', 'float64', 3, '2026-01-01')"
-            ))
-            connection.execute(text(
-                "INSERT INTO models (id, owner, name, blob_id, format, parameters, inputs, outputs, operators, opset, size, created_at) "
-                "VALUES ('mdl_1', 'alice', 'm', 'blob_1', 'onnx', 2, '[]', '[]', '[\"Gemm\"]', 17, 3, '2026-01-01')"
-            ))
+            connection.execute(
+                text(
+                    "INSERT INTO blobs (id, owner, sha256, size, chunks, created_at) VALUES ('blob_1', 'alice', :sha, 3, 1, '2026-01-01')"
+                ),
+                {"sha": "a" * 64},
+            )
+            connection.execute(
+                text("INSERT INTO blob_chunks (blob_id, chunk, data) VALUES ('blob_1', 0, :data)"), {"data": b"abc"}
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO datasets (id, owner, name, x_blob_id, y_blob_id, points, x_shape, x_dtype, y_shape, y_dtype, size, created_at) "
+                    "VALUES ('ds_1', 'alice', 'd', 'blob_1', 'blob_1', 1, '[1, 1]', 'float64', '[1]', 'float64', 3, '2026-01-01')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO models (id, owner, name, blob_id, format, parameters, inputs, outputs, operators, opset, size, created_at) "
+                    "VALUES ('mdl_1', 'alice', 'm', 'blob_1', 'onnx', 2, '[]', '[]', '[\"Gemm\"]', 17, 3, '2026-01-01')"
+                )
+            )
         with engine.connect() as connection:
             assert connection.execute(text("SELECT data FROM blob_chunks WHERE blob_id = 'blob_1'")).scalar() == b"abc"
             assert connection.execute(text("SELECT points FROM datasets WHERE id = 'ds_1'")).scalar() == 1
         command.downgrade(alembic_for(url), "0002")
-        assert table_names(url) == {"api_keys", "sweeps", "jobs", "job_tags", "metric_chunks", "artifacts", "alembic_version"}
+        assert table_names(url) == {
+            "api_keys",
+            "sweeps",
+            "jobs",
+            "job_tags",
+            "metric_chunks",
+            "artifacts",
+            "alembic_version",
+        }
         command.upgrade(alembic_for(url), "head")
         assert schema_differences(url) == []
         with engine.connect() as connection:
@@ -127,18 +161,26 @@ def test_0013_adds_label_ranges_and_keeps_the_data_sets(fresh_database, alembic_
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO blobs (id, owner, sha256, size, chunks, created_at) VALUES ('blob_1', 'alice', :sha, 3, 1, '2026-01-01')"
-            ), {"sha": "a" * 64})
-            connection.execute(text(
-                "INSERT INTO datasets (id, owner, name, x_blob_id, y_blob_id, points, x_shape, x_dtype, y_shape, y_dtype, size, created_at) "
-                "VALUES ('ds_1', 'alice', 'd', 'blob_1', 'blob_1', 1, '[1, 1]', 'float64', '[1]', 'int64', 3, '2026-01-01')"
-            ))
+            connection.execute(
+                text(
+                    "INSERT INTO blobs (id, owner, sha256, size, chunks, created_at) VALUES ('blob_1', 'alice', :sha, 3, 1, '2026-01-01')"
+                ),
+                {"sha": "a" * 64},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO datasets (id, owner, name, x_blob_id, y_blob_id, points, x_shape, x_dtype, y_shape, y_dtype, size, created_at) "
+                    "VALUES ('ds_1', 'alice', 'd', 'blob_1', 'blob_1', 1, '[1, 1]', 'float64', '[1]', 'int64', 3, '2026-01-01')"
+                )
+            )
         command.upgrade(alembic_for(url), "0013")
         with engine.begin() as connection:
             assert connection.execute(text("SELECT y_min, y_max FROM datasets WHERE id = 'ds_1'")).one() == (None, None)
             connection.execute(text("UPDATE datasets SET y_min = -3, y_max = 9000000000 WHERE id = 'ds_1'"))
-            assert connection.execute(text("SELECT y_min, y_max FROM datasets WHERE id = 'ds_1'")).one() == (-3, 9_000_000_000)
+            assert connection.execute(text("SELECT y_min, y_max FROM datasets WHERE id = 'ds_1'")).one() == (
+                -3,
+                9_000_000_000,
+            )
         command.downgrade(alembic_for(url), "0012")
         with engine.connect() as connection:
             assert "y_min" not in {column["name"] for column in inspect(connection).get_columns("datasets")}
@@ -154,13 +196,21 @@ def test_0015_adds_the_stored_estimate_and_keeps_the_jobs(fresh_database, alembi
     _, url = fresh_database
     command.upgrade(alembic_for(url), "0014")
     engine = make_engine(url)
-    document = {"memory_bytes": 123, "flops": 4.5, "memory": [["data", 123, "n·d"]], "work": [], "ops": [],
-                "rates": {"flops_per_s": 1e9, "seconds_per_op": 2e-5}}
+    document = {
+        "memory_bytes": 123,
+        "flops": 4.5,
+        "memory": [["data", 123, "n·d"]],
+        "work": [],
+        "ops": [],
+        "rates": {"flops_per_s": 1e9, "seconds_per_op": 2e-5},
+    }
     try:
         with engine.begin() as connection:
             insert_kept_job(connection, "queued", attempts=0, step=0)
         command.upgrade(alembic_for(url), "0015")
-        jobs = table("jobs", column("id"), column("estimate", JSON))  # the columns of 0015, whatever the models hold later
+        jobs = table(
+            "jobs", column("id"), column("estimate", JSON)
+        )  # the columns of 0015, whatever the models hold later
         with engine.begin() as connection:
             assert connection.execute(select(jobs.c.estimate).where(jobs.c.id == "job_kept")).scalar() is None
             connection.execute(update(jobs).where(jobs.c.id == "job_kept").values(estimate=document))
@@ -179,21 +229,30 @@ def test_0016_moves_the_warnings_out_of_the_summary_and_back(fresh_database, ale
     """A job finished at 0014 kept its warnings in its summary; 0016 moves them to jobs.warnings, and back."""
     _, url = fresh_database
     warning = {"code": "target_loss_not_reached", "message": "m", "values": {"steps": 3}}
-    summaries = {"job_warned": {"final_loss": 0.5, "warnings": [warning]}, "job_clean": {"final_loss": 0.1, "warnings": []},
-                 "job_queued": None}
+    summaries = {
+        "job_warned": {"final_loss": 0.5, "warnings": [warning]},
+        "job_clean": {"final_loss": 0.1, "warnings": []},
+        "job_queued": None,
+    }
     command.upgrade(alembic_for(url), "0014")
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
             for job_id, summary in summaries.items():
-                connection.execute(text(
-                    "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
-                    "progress_step, progress_total, progress_phase, created_at, summary) VALUES (:id, 'alice', '{}', 'h', 7, "
-                    "'succeeded', false, 1, 0, 0, 'succeeded', '2026-01-01', :summary)"
-                ), {"id": job_id, "summary": None if summary is None else json.dumps(summary)})
+                connection.execute(
+                    text(
+                        "INSERT INTO jobs (id, owner, spec, spec_hash, parameters, status, cancel_requested, attempts, "
+                        "progress_step, progress_total, progress_phase, created_at, summary) VALUES (:id, 'alice', '{}', 'h', 7, "
+                        "'succeeded', false, 1, 0, 0, 'succeeded', '2026-01-01', :summary)"
+                    ),
+                    {"id": job_id, "summary": None if summary is None else json.dumps(summary)},
+                )
         command.upgrade(alembic_for(url), "0016")
         assert read_jobs(engine, "summary, warnings") == {
-            "job_warned": ({"final_loss": 0.5}, [warning]), "job_clean": ({"final_loss": 0.1}, []), "job_queued": (None, None)}
+            "job_warned": ({"final_loss": 0.5}, [warning]),
+            "job_clean": ({"final_loss": 0.1}, []),
+            "job_queued": (None, None),
+        }
         command.downgrade(alembic_for(url), "0014")
         assert read_jobs(engine, "summary") == {job_id: (summary,) for job_id, summary in summaries.items()}
     finally:

@@ -21,22 +21,32 @@ from tests.service.test_models_api import assert_refused, stored_rows, upload
 
 
 def model(nodes: list, initializers: list, d: int = 3, out: int = 2) -> bytes:
-    graph = helper.make_graph(nodes, "folding", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])], initializers)
+    graph = helper.make_graph(
+        nodes,
+        "folding",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])],
+        initializers,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
 
 def doubling_chain(doublings: int, base: int = 4) -> list:
     """Constant c0 of `base` floats, then c(i+1) = Concat(c(i), c(i)): node i holds base·2^i floats."""
     nodes = [helper.make_node("Constant", [], ["c0"], value=numpy_helper.from_array(np.ones(base, np.float32)))]
-    nodes += [helper.make_node("Concat", [f"c{i}", f"c{i}"], [f"c{i + 1}"], axis=0, name=f"/double.{i}/Concat")
-              for i in range(doublings)]
+    nodes += [
+        helper.make_node("Concat", [f"c{i}", f"c{i}"], [f"c{i + 1}"], axis=0, name=f"/double.{i}/Concat")
+        for i in range(doublings)
+    ]
     return nodes
 
 
 def reads_constant(name: str) -> list:
     """y = x · sum(name) (an x-dependent tail, so the graph is [batch, 3] → [batch, 3])."""
-    return [helper.make_node("ReduceSum", [name], ["total"], keepdims=0), helper.make_node("Mul", ["x", "total"], ["y"])]
+    return [
+        helper.make_node("ReduceSum", [name], ["total"], keepdims=0),
+        helper.make_node("Mul", ["x", "total"], ["y"]),
+    ]
 
 
 def test_a_doubling_concat_chain_past_the_byte_cap_is_refused_naming_its_node(client, settings):
@@ -49,7 +59,11 @@ def test_a_doubling_concat_chain_past_the_byte_cap_is_refused_naming_its_node(cl
     (error,) = problem["errors"]
     assert error["limit"] == settings.max_folded_constant_bytes == 512 * 2**20
     assert error["value"] == 8192 * (2**17 - 1) > error["limit"]
-    assert "Concat" in error["message"] and "/double.15/Concat" in error["message"] and "module /double.15" in error["message"]
+    assert (
+        "Concat" in error["message"]
+        and "/double.15/Concat" in error["message"]
+        and "module /double.15" in error["message"]
+    )
     assert stored_rows(client) == (0, 0, 0)
 
 
@@ -60,7 +74,9 @@ def test_a_constant_matmul_chain_past_the_flop_cap_is_refused_naming_its_node(cl
     one = numpy_helper.from_array(np.array([1.0], np.float32))
     nodes = [helper.make_node("ConstantOfShape", ["shape"], ["m0"], value=one)]
     nodes += [helper.make_node("MatMul", [f"m{i}", f"m{i}"], [f"m{i + 1}"], name=f"square_{i}") for i in range(5)]
-    body = model(nodes + reads_constant("m5"), [numpy_helper.from_array(np.array([256, 256], np.int64), "shape")], out=3)
+    body = model(
+        nodes + reads_constant("m5"), [numpy_helper.from_array(np.array([256, 256], np.int64), "shape")], out=3
+    )
     problem = assert_refused(upload(client, body), 422, "graph.node.3", "max_folding_flops")
     (error,) = problem["errors"]
     assert problem["type"] == RESOURCE_CAP and error["limit"] == 10**8
@@ -73,8 +89,11 @@ def test_a_folded_range_of_computed_length_is_sized_by_evaluating_its_bounds(cli
     # Range(0, n) with n = 1000·1000 computed by a Mul: plain inference cannot tell its length; the upload check
     # evaluates the Mul (shape arithmetic, service/onnx_shapes.py) and counts 10⁶ int64 and 10⁶ float elements.
     i64 = lambda name, value: numpy_helper.from_array(np.array(value, np.int64), name)  # noqa: E731
-    nodes = [helper.make_node("Mul", ["a", "b"], ["n"]), helper.make_node("Range", ["zero", "n", "one"], ["r"]),
-             helper.make_node("Cast", ["r"], ["big"], to=TensorProto.FLOAT)]
+    nodes = [
+        helper.make_node("Mul", ["a", "b"], ["n"]),
+        helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+        helper.make_node("Cast", ["r"], ["big"], to=TensorProto.FLOAT),
+    ]
     body = model(nodes + reads_constant("big"), [i64("a", 1000), i64("b", 1000), i64("zero", 0), i64("one", 1)], out=3)
     answer = upload(client, body)
     assert answer.status_code == 201, answer.text
@@ -88,11 +107,13 @@ def test_a_folded_node_of_unknown_shape_is_refused(client):
     # Range(0, n) with n the sum of 70 000 ones: a float reduction over more than the 65 536 elements shape
     # arithmetic may evaluate, so n stays unknown and nothing bounds the Range's length.
     i64 = lambda name, value: numpy_helper.from_array(np.array(value, np.int64), name)  # noqa: E731
-    nodes = [helper.make_node("ConstantOfShape", ["count"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
-             helper.make_node("ReduceSum", ["ones"], ["sum"], keepdims=0),
-             helper.make_node("Cast", ["sum"], ["n"], to=TensorProto.INT64),
-             helper.make_node("Range", ["zero", "n", "one"], ["r"]),
-             helper.make_node("Cast", ["r"], ["big"], to=TensorProto.FLOAT)]
+    nodes = [
+        helper.make_node("ConstantOfShape", ["count"], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+        helper.make_node("ReduceSum", ["ones"], ["sum"], keepdims=0),
+        helper.make_node("Cast", ["sum"], ["n"], to=TensorProto.INT64),
+        helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+        helper.make_node("Cast", ["r"], ["big"], to=TensorProto.FLOAT),
+    ]
     body = model(nodes + reads_constant("big"), [i64("count", [70_000]), i64("zero", 0), i64("one", 1)], out=3)
     problem = assert_refused(upload(client, body), 422, "graph.node.3", "cannot be inferred")
     assert problem["type"] == INVALID_UPLOAD and "Range" in problem["detail"]
@@ -124,7 +145,10 @@ def within_budget() -> bytes:
         helper.make_node("Mul", ["g", "total"], ["k"]),
         helper.make_node("MatMul", ["k", "V"], ["y"]),
     ]
-    weights = [numpy_helper.from_array(np.eye(3, dtype=np.float32), "W"), numpy_helper.from_array(np.ones((3, 2), np.float32), "V")]
+    weights = [
+        numpy_helper.from_array(np.eye(3, dtype=np.float32), "W"),
+        numpy_helper.from_array(np.ones((3, 2), np.float32), "V"),
+    ]
     return model(nodes, weights)
 
 
@@ -134,20 +158,35 @@ def test_within_the_caps_the_model_is_stored_with_what_it_costs_whatever_the_bat
     assert answer.json()["parameters"] == 9 + 6
     row = db.scalar(select(UploadedModel).where(UploadedModel.id == answer.json()["id"]))
     folded = 4 + 8 + 16 + 32 + 1 + 9 + 9
-    assert (row.constant_bytes, row.constant_elements) == (8 * folded, folded), "floats at 8 bytes, as a float64 job holds them"
+    assert (row.constant_bytes, row.constant_elements) == (8 * folded, folded), (
+        "floats at 8 bytes, as a float64 job holds them"
+    )
     assert row.folding_flops == 4 + 8 + 16 + 32 + 1 + 9 + 54
     assert (row.fixed_elements, row.fixed_flops) == (9, 54)
     assert (row.activation_elements, row.forward_flops) == (3 + 3 + 3 + 2, 18 + 18 + 3 + 12)
 
     n = 8
-    created = client.post("/v1/jobs", json={
-        "model": {"kind": "onnx", "id": row.id}, "training": {"max_steps": 5},
-        "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": 3, "classes": 2},
-    })
+    created = client.post(
+        "/v1/jobs",
+        json={
+            "model": {"kind": "onnx", "id": row.id},
+            "training": {"max_steps": 5},
+            "data": {"kind": "gaussian_mixture", "n_train": n, "input_dim": 3, "classes": 2},
+        },
+    )
     assert created.status_code == 202, created.text
     stored = created.json()["spec"]["model"]["stored"]
-    assert stored | {"constant_bytes": 8 * folded, "constant_elements": folded, "folding_flops": 124,
-                     "fixed_elements": 9, "fixed_flops": 54} == stored
+    assert (
+        stored
+        | {
+            "constant_bytes": 8 * folded,
+            "constant_elements": folded,
+            "folding_flops": 124,
+            "fixed_elements": 9,
+            "fixed_flops": 54,
+        }
+        == stored
+    )
     estimate = created.json()["estimate"]
     assert estimate["memory"]["constants"] == 4 * folded, "a float32 job holds them at 4 bytes"
     assert estimate["work"]["constants"] == 124

@@ -88,8 +88,13 @@ def test_batch_norm_running_statistics_are_not_parameters(client):
         helper.make_node("Flatten", ["g"], ["f"]),
         helper.make_node("Gemm", ["f", "head_w"], ["y"], transB=1),
     ]
-    graph = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["n", 1, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["n", 1])], [conv, *bn, head])
+    graph = helper.make_graph(
+        nodes,
+        "bn",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["n", 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["n", 1])],
+        [conv, *bn, head],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     answer = upload(client, model.SerializeToString())
     assert answer.status_code == 201, answer.text
@@ -147,7 +152,9 @@ def test_an_unknown_or_unsupported_operator_is_named(client):
 
 
 def test_a_pickle_or_checkpoint_disguised_as_onnx_is_refused_explaining_why(client):
-    disguised = client.post("/v1/models", files={"file": ("net.onnx", pickle.dumps({"weights": np.ones(3)}), "application/octet-stream")})
+    disguised = client.post(
+        "/v1/models", files={"file": ("net.onnx", pickle.dumps({"weights": np.ones(3)}), "application/octet-stream")}
+    )
     assert_refused(disguised, 422, "file", "pickle", "can run")
     checkpoint = io.BytesIO()
     with zipfile.ZipFile(checkpoint, "w") as archive:
@@ -181,30 +188,44 @@ def test_the_node_cap_counts_initializers(client_with):
     assert initializers > 0
     cap = nodes + initializers
     assert upload(client_with(max_model_nodes=cap), model.SerializeToString()).status_code == 201
-    problem = assert_refused(upload(client_with(max_model_nodes=cap - 1), model.SerializeToString()), 422, "graph.node",
-                             "initializers", "max_model_nodes")
+    problem = assert_refused(
+        upload(client_with(max_model_nodes=cap - 1), model.SerializeToString()),
+        422,
+        "graph.node",
+        "initializers",
+        "max_model_nodes",
+    )
     assert problem["errors"][0]["limit"] == cap - 1 and problem["errors"][0]["value"] == cap
 
 
 def test_a_reshape_target_the_elements_do_not_fit_is_refused_at_upload(client):
     # [batch, 12] → Reshape [-1, 7]: shape inference with a symbolic batch cannot tell; at a batch of 1, 12 elements
     # do not fill rows of 7, and the worker would fail on the first forward pass.
-    nodes = [helper.make_node("Reshape", ["x", "target"], ["rows"], name="/fold/Reshape"),
-             helper.make_node("Tanh", ["rows"], ["y"])]
-    graph = helper.make_graph(nodes, "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 12])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 7])],
-                              [numpy_helper.from_array(np.array([-1, 7], np.int64), "target")])
+    nodes = [
+        helper.make_node("Reshape", ["x", "target"], ["rows"], name="/fold/Reshape"),
+        helper.make_node("Tanh", ["rows"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fold",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 7])],
+        [numpy_helper.from_array(np.array([-1, 7], np.int64), "target")],
+    )
     body = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
     assert_refused(upload(client, body), 422, "file", "cannot run on a batch of 1", "Reshape")
     assert stored_rows(client) == (0, 0, 0)
 
 
-@pytest.mark.parametrize(("opsets", "words"), [
-    ([("", 9999)], ["9999", "outside the supported range"]),
-    ([("", 6)], ["opset 6", "outside the supported range"]),
-    ([("", 17), ("ai.onnx", 13)], ["exactly one default-domain opset"]),
-    ([("", 17), ("", 13)], ["exactly one default-domain opset"]),
-])
+@pytest.mark.parametrize(
+    ("opsets", "words"),
+    [
+        ([("", 9999)], ["9999", "outside the supported range"]),
+        ([("", 6)], ["opset 6", "outside the supported range"]),
+        ([("", 17), ("ai.onnx", 13)], ["exactly one default-domain opset"]),
+        ([("", 17), ("", 13)], ["exactly one default-domain opset"]),
+    ],
+)
 def test_an_opset_the_converter_cannot_honour_is_refused(client, opsets, words):
     model = mlp_model()
     del model.opset_import[:]
@@ -221,10 +242,21 @@ def test_a_job_on_an_onnx_model_gets_its_parameters_and_width(client):
     answer = client.post("/v1/jobs", json=job_on(model_id))
     assert answer.status_code == 202, answer.text
     spec = answer.json()["spec"]
-    assert spec["model"]["stored"] == {"parameters": 50, "input_shape": [3], "output_dim": 2, "input_integer": False,
-                                       "activation_elements": 8 + 8 + 2, "forward_flops": 8 * 2 * 3 + 8 + 2 * 2 * 8,
-                                       "constant_bytes": 0, "constant_elements": 0, "folding_flops": 0,
-                                       "fixed_elements": 0, "fixed_flops": 0, "input_vocabulary": None, "nodes": 3}
+    assert spec["model"]["stored"] == {
+        "parameters": 50,
+        "input_shape": [3],
+        "output_dim": 2,
+        "input_integer": False,
+        "activation_elements": 8 + 8 + 2,
+        "forward_flops": 8 * 2 * 3 + 8 + 2 * 2 * 8,
+        "constant_bytes": 0,
+        "constant_elements": 0,
+        "folding_flops": 0,
+        "fixed_elements": 0,
+        "fixed_flops": 0,
+        "input_vocabulary": None,
+        "nodes": 3,
+    }
     assert spec["model"]["parameterization"] == "standard" and spec["model"]["output_dim"] == 2
     assert answer.json()["parameters"] == 50
 
@@ -253,11 +285,14 @@ def test_an_onnx_job_takes_its_parameterization(client, parameterization):
     assert stored["parameterization"] == parameterization
 
 
-@pytest.mark.parametrize("kind, parameterization, words", [
-    ("onnx", "lecun", ["'standard'", "'mup'"]),                     # unknown: the choices
-    ("onnx", "meanfield", ["model.kind = 'onnx'", "'standard', 'ntk', 'mup'"]),
-    ("mlp", "mup", ["model.kind = 'mlp'", "'ntk', 'standard', 'meanfield'"]),
-])
+@pytest.mark.parametrize(
+    "kind, parameterization, words",
+    [
+        ("onnx", "lecun", ["'standard'", "'mup'"]),  # unknown: the choices
+        ("onnx", "meanfield", ["model.kind = 'onnx'", "'standard', 'ntk', 'mup'"]),
+        ("mlp", "mup", ["model.kind = 'mlp'", "'ntk', 'standard', 'meanfield'"]),
+    ],
+)
 def test_a_parameterization_the_kind_does_not_take_is_422_naming_the_field(client, kind, parameterization, words):
     model_id = upload(client, mlp_onnx()).json()["id"]
     body = job_on(model_id, parameterization=parameterization)
@@ -291,11 +326,18 @@ def test_owners_see_use_and_delete_only_their_own_models(client_with):
 
 def test_a_model_and_a_data_set_together(client):
     rng = np.random.default_rng(0)
-    dataset_id = client.post("/v1/datasets", content=npz(x=rng.normal(size=(10, 3)), y=rng.normal(size=(10, 2))),
-                             headers=OCTET).json()["id"]
+    dataset_id = client.post(
+        "/v1/datasets", content=npz(x=rng.normal(size=(10, 3)), y=rng.normal(size=(10, 2))), headers=OCTET
+    ).json()["id"]
     model_id = upload(client, mlp_onnx()).json()["id"]
-    answer = client.post("/v1/jobs", json={"model": {"kind": "onnx", "id": model_id},
-                                           "data": {"kind": "dataset", "id": dataset_id}, "training": {"max_steps": 5}})
+    answer = client.post(
+        "/v1/jobs",
+        json={
+            "model": {"kind": "onnx", "id": model_id},
+            "data": {"kind": "dataset", "id": dataset_id},
+            "training": {"max_steps": 5},
+        },
+    )
     assert answer.status_code == 202, answer.text
     spec = answer.json()["spec"]
     assert spec["data"]["n_train"] == 10 and spec["model"]["stored"]["output_dim"] == 2
@@ -303,10 +345,16 @@ def test_a_model_and_a_data_set_together(client):
 
 def test_a_model_lists_its_trainable_initializers_and_a_batch_norms_statistics_are_not_among_them(client):
     body = upload(client, mlp_onnx()).json()
-    assert body["trainable"] == [{"name": "w1", "shape": [8, 3]}, {"name": "b1", "shape": [8]},
-                                 {"name": "w2", "shape": [2, 8]}, {"name": "b2", "shape": [2]}]
+    assert body["trainable"] == [
+        {"name": "w1", "shape": [8, 3]},
+        {"name": "b1", "shape": [8]},
+        {"name": "w2", "shape": [2, 8]},
+        {"name": "b2", "shape": [2]},
+    ]
     model = mlp_model()
-    model.graph.node[1].CopyFrom(helper.make_node("BatchNormalization", ["h", "g", "beta", "mean", "var"], ["a"], name="bn"))
+    model.graph.node[1].CopyFrom(
+        helper.make_node("BatchNormalization", ["h", "g", "beta", "mean", "var"], ["a"], name="bn")
+    )
     rng = np.random.default_rng(0)
     for name in ("g", "beta", "mean", "var"):
         model.graph.initializer.append(numpy_helper.from_array(np.abs(rng.normal(size=8)) + 0.1, name))
@@ -320,6 +368,8 @@ def test_an_attribute_the_converter_does_not_take_is_named_with_its_node_and_tor
     model = mlp_model()
     model.graph.node[1].CopyFrom(helper.make_node("Tanh", ["h"], ["a"], name="/encoder/layer.0/act/Tanh", shiny=1))
     problem = assert_refused(upload(client, model.SerializeToString()), 422, "graph.node.1", "Tanh.shiny")
-    assert problem["errors"][0]["message"] == ("operator 'Tanh' (node '/encoder/layer.0/act/Tanh', module /encoder/layer.0/act): "
-                                               "attribute shiny is not supported")
+    assert problem["errors"][0]["message"] == (
+        "operator 'Tanh' (node '/encoder/layer.0/act/Tanh', module /encoder/layer.0/act): "
+        "attribute shiny is not supported"
+    )
     assert stored_rows(client) == (0, 0, 0)

@@ -57,8 +57,10 @@ class CausalMixer(torch.nn.Module):
         return self.head(shifted.mean(1))
 
 
-NETWORKS = {"flattened_conv": (FlattenedConv, torch.randn(2, 2, 5, 5)),
-            "causal_mixer": (CausalMixer, torch.randint(0, 11, (2, 7)))}
+NETWORKS = {
+    "flattened_conv": (FlattenedConv, torch.randn(2, 2, 5, 5)),
+    "causal_mixer": (CausalMixer, torch.randint(0, 11, (2, 7))),
+}
 
 
 def exported(name: str) -> onnx.ModelProto:
@@ -88,7 +90,9 @@ def test_plain_shape_inference_loses_the_batch_axis_of_these_exports(name):
     inferred = onnx.shape_inference.infer_shapes(model)
     batch = model.graph.input[0].type.tensor_type.shape.dim[0].dim_param
     axes = [value.type.tensor_type.shape.dim for value in inferred.graph.value_info]
-    assert any(dims and dims[0].dim_param not in ("", batch) for dims in axes), "the export no longer renames the batch axis"
+    assert any(dims and dims[0].dim_param not in ("", batch) for dims in axes), (
+        "the export no longer renames the batch axis"
+    )
 
 
 @pytest.mark.parametrize("batch", [1, 2, 5])
@@ -112,14 +116,20 @@ def test_per_example_elements_are_the_growth_of_the_evaluated_graph_from_batch_o
 
 def test_shape_arithmetic_that_would_allocate_past_the_bound_is_left_unevaluated():
     # ConstantOfShape([batch · 10⁹]) from the input's own shape: evaluated, it would allocate 8 GB.
-    nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
-             helper.make_node("Constant", [], ["big"], value=helper.make_tensor("big", TensorProto.INT64, [1], [10**9])),
-             helper.make_node("Mul", ["s", "big"], ["n"]),
-             helper.make_node("ConstantOfShape", ["n"], ["ones"]),
-             helper.make_node("ReduceSum", ["ones"], ["total"], keepdims=1),
-             helper.make_node("Mul", ["x", "total"], ["y"])]
-    graph = helper.make_graph(nodes, "bound", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+        helper.make_node("Constant", [], ["big"], value=helper.make_tensor("big", TensorProto.INT64, [1], [10**9])),
+        helper.make_node("Mul", ["s", "big"], ["n"]),
+        helper.make_node("ConstantOfShape", ["n"], ["ones"]),
+        helper.make_node("ReduceSum", ["ones"], ["total"], keepdims=1),
+        helper.make_node("Mul", ["x", "total"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bound",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     tracemalloc.start()
     try:
@@ -128,5 +138,7 @@ def test_shape_arithmetic_that_would_allocate_past_the_bound_is_left_unevaluated
     finally:
         tracemalloc.stop()
     assert shapes["n"] == [1]  # the size itself is shape arithmetic, evaluated
-    assert shapes["ones"] == [2 * 10**9]  # its shape inferred (a per-example cost the estimate will refuse), never computed
+    assert shapes["ones"] == [
+        2 * 10**9
+    ]  # its shape inferred (a per-example cost the estimate will refuse), never computed
     assert peak < 64 * MAX_VALUE_ELEMENTS * 8

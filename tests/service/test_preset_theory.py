@@ -33,9 +33,13 @@ def test_every_theory_slope_names_a_fit_of_its_preset_and_a_group_that_fit_makes
 def test_the_presets_list_shows_each_presets_theory(client):
     listed = {preset["name"]: preset for preset in client.get("/v1/presets").json()["data"]}
     assert {name: preset["theory"] for name, preset in listed.items()} == {
-        name: preset.theory for name, preset in PRESETS.items()}
+        name: preset.theory for name, preset in PRESETS.items()
+    }
     assert listed["fig1-width"]["theory"] == {"delta_k_max": THEORY_SLOPES}
-    assert listed["lazy-is-not-small"]["theory"] == {"weight_change_l2": {"all": 0.0}, "weight_change_linf": {"all": -0.5}}
+    assert listed["lazy-is-not-small"]["theory"] == {
+        "weight_change_l2": {"all": 0.0},
+        "weight_change_linf": {"all": -0.5},
+    }
 
 
 def _finish_fig1(db, sweep_id: str) -> None:
@@ -59,17 +63,22 @@ def test_a_preset_sweeps_fits_carry_their_groups_theory_slope_and_labels(client,
 
 
 def test_a_sweep_without_theory_has_none(client, db):
-    spec = {"base": {"model": {"hidden": [10]}, "training": {"max_steps": 5}},
-            "grid": {"model.hidden.0": [10, 100], "model.output_activation": ["identity", "swish"]},
-            "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.output_activation"]}]}
+    spec = {
+        "base": {"model": {"hidden": [10]}, "training": {"max_steps": 5}},
+        "grid": {"model.hidden.0": [10, 100], "model.output_activation": ["identity", "swish"]},
+        "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.output_activation"]}],
+    }
     created = client.post("/v1/sweeps", json=spec).json()
     _finish_fig1(db, created["id"])
     assert [fit["theory_slope"] for fit in client.get(f"/v1/sweeps/{created['id']}").json()["fits"]] == [None, None]
 
 
 def test_a_theory_slope_out_of_range_is_a_422_naming_the_field(client):
-    spec = {"base": {}, "grid": {"model.hidden.0": [10]},
-            "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "theory": {"all": 1e9}}]}
+    spec = {
+        "base": {},
+        "grid": {"model.hidden.0": [10]},
+        "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "theory": {"all": 1e9}}],
+    }
     response = client.post("/v1/sweeps", json=spec)
     assert response.status_code == 422
     assert any("theory" in error["field"] for error in response.json()["errors"]), response.text

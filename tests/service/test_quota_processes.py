@@ -57,9 +57,21 @@ def test_a_second_process_waits_for_the_first_commit_and_is_refused(tmp_path: Pa
     try:
         with make_session_factory(engine)() as session:
             with quota.reserve(session, OWNER, 1, settings):
-                jobs_repo.create_job(session, owner=OWNER, spec=JobSpec().model_dump(mode="json"), spec_hash="a", parameters=0, idempotency_key=None)
-                second = subprocess.Popen([sys.executable, "-c", SECOND_PROCESS, url], cwd=REPO, text=True,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                jobs_repo.create_job(
+                    session,
+                    owner=OWNER,
+                    spec=JobSpec().model_dump(mode="json"),
+                    spec_hash="a",
+                    parameters=0,
+                    idempotency_key=None,
+                )
+                second = subprocess.Popen(
+                    [sys.executable, "-c", SECOND_PROCESS, url],
+                    cwd=REPO,
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
                 assert second.stdout.readline().strip() == "asking"
                 time.sleep(1.0)
                 assert second.poll() is None, "the second process waits while the first holds the reservation"

@@ -47,8 +47,9 @@ def assert_over_quota(answer, limit: int, usage: int) -> dict:
     assert answer.headers["content-type"] == PROBLEM
     problem = answer.json()
     assert problem["type"] == "urn:ntklab:problem:storage-quota"
-    assert problem["errors"] == [{"field": "stored_bytes", "message": problem["errors"][0]["message"],
-                                  "limit": limit, "value": usage}]
+    assert problem["errors"] == [
+        {"field": "stored_bytes", "message": problem["errors"][0]["message"], "limit": limit, "value": usage}
+    ]
     assert "max_stored_bytes_per_key" in problem["detail"]
     return problem
 
@@ -136,10 +137,14 @@ def test_artifacts_that_would_pass_the_quota_are_skipped_and_named(client_with):
     job_id = client.post("/v1/jobs", json=SMALL_JOB).json()["id"]
     store = JobStore(client.app.state.sessions)
     claim = store.claim(job_id, worker="w0", device="cpu")
-    artifacts = {"a.npy": ("application/octet-stream", b"a" * 600), "b.npy": ("application/octet-stream", b"b" * 600),
-                 "c.json": ("application/json", b"c" * 300)}
-    store.finish(claim, "succeeded", summary=lambda seconds: {"loss": 1.0}, artifacts=artifacts,
-                 max_stored_bytes=size + 1000)
+    artifacts = {
+        "a.npy": ("application/octet-stream", b"a" * 600),
+        "b.npy": ("application/octet-stream", b"b" * 600),
+        "c.json": ("application/json", b"c" * 300),
+    }
+    store.finish(
+        claim, "succeeded", summary=lambda seconds: {"loss": 1.0}, artifacts=artifacts, max_stored_bytes=size + 1000
+    )
 
     with client.app.state.sessions() as session:
         stored = dict(session.execute(select(Artifact.name, Artifact.size).where(Artifact.job_id == job_id)).all())

@@ -14,8 +14,11 @@ from service.caps import time_rates
 from store.job_estimates import estimate_document, stored_estimate
 from store.models import Job
 
-SPEC = {"data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
-        "model": {"hidden": [128]}, "training": {"max_steps": 300}}
+SPEC = {
+    "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
+    "model": {"hidden": [128]},
+    "training": {"max_steps": 300},
+}
 
 
 def test_the_row_holds_the_estimate_made_at_submission(client, db, settings):

@@ -32,10 +32,16 @@ def post(client, body: dict, key: str, path: str = "/v1/sweeps"):
 
 def test_same_key_and_same_body_replays_the_first_sweep(client, db):
     first = post(client, SWEEP, "s-1")
-    spelled_out = {"grid": SWEEP["grid"], "base": {"training": {"max_steps": 5, "optimizer": "gd"}, "model": {"hidden": [8], "bias": True}},
-                   "name": "keyed"}
-    second = client.post("/v1/sweeps", content=json.dumps(spelled_out, indent=1),
-                         headers={"Idempotency-Key": "s-1", "content-type": "application/json"})
+    spelled_out = {
+        "grid": SWEEP["grid"],
+        "base": {"training": {"max_steps": 5, "optimizer": "gd"}, "model": {"hidden": [8], "bias": True}},
+        "name": "keyed",
+    }
+    second = client.post(
+        "/v1/sweeps",
+        content=json.dumps(spelled_out, indent=1),
+        headers={"Idempotency-Key": "s-1", "content-type": "application/json"},
+    )
     assert first.status_code == second.status_code == 202, second.text
     assert "idempotent-replayed" not in first.headers
     assert second.headers["idempotent-replayed"] == "true"
@@ -59,7 +65,9 @@ def test_same_key_with_another_body_is_a_422_naming_the_header(client, db):
 def test_twenty_concurrent_duplicates_store_one_sweep(client, db):
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(lambda _: post(client, SWEEP, "race"), range(20)))
-    assert {answer.status_code for answer in answers} == {202}, {answer.text for answer in answers if answer.status_code != 202}
+    assert {answer.status_code for answer in answers} == {202}, {
+        answer.text for answer in answers if answer.status_code != 202
+    }
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert sum(answer.headers.get("idempotent-replayed") == "true" for answer in answers) == 19
     assert stored(db) == (1, 8)
@@ -70,7 +78,9 @@ def test_concurrent_duplicates_are_replayed_even_when_the_first_sweep_fills_the_
     client = client_with(max_queued_jobs_per_key=8)
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(lambda _: post(client, SWEEP, "full"), range(20)))
-    assert {answer.status_code for answer in answers} == {202}, {answer.text for answer in answers if answer.status_code != 202}
+    assert {answer.status_code for answer in answers} == {202}, {
+        answer.text for answer in answers if answer.status_code != 202
+    }
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert stored(db) == (1, 8)
     assert post(client, SWEEP, "other").status_code == 429

@@ -22,7 +22,8 @@ from tests.worker_writes import written_by_a_worker
 INLINE = {"kind": "inline", "x": [[i / 4, (i % 3) / 2] for i in range(24)], "y": [float(i % 2) for i in range(24)]}
 WIDTHS, SEEDS = (8, 16), (0, 1, 2)
 SWEEP = {
-    "name": "inline", "tags": ["t"],
+    "name": "inline",
+    "tags": ["t"],
     "base": {"data": INLINE, "model": {"hidden": [8]}, "training": {"max_steps": 3}},
     "grid": {"model.hidden.0": list(WIDTHS), "seed": list(SEEDS)},
     "fits": [{"y": "delta_k_max", "x": "model.hidden.0"}],
@@ -94,12 +95,21 @@ def test_the_table_is_paged_in_grid_order_while_counts_and_fits_cover_every_job(
     sweep = client.post("/v1/sweeps", json=SWEEP).json()
     ids = [row["job_id"] for row in sweep["table"]]
     for job_id, (width, _seed) in zip(ids, POINTS):
-        written_by_a_worker(db, job_id, status="succeeded", summary={"delta_k_max": width ** -0.5})
+        written_by_a_worker(db, job_id, status="succeeded", summary={"delta_k_max": width**-0.5})
     first = client.get(f"/v1/sweeps/{sweep['id']}", params={"limit": 4}).json()
     second = client.get(f"/v1/sweeps/{sweep['id']}", params={"limit": 4, "after": first["next"]}).json()
-    assert (len(first["table"]), first["has_more"], len(second["table"]), second["has_more"], second["next"]) == (4, True, 2, False, None)
+    assert (len(first["table"]), first["has_more"], len(second["table"]), second["has_more"], second["next"]) == (
+        4,
+        True,
+        2,
+        False,
+        None,
+    )
     assert [row["job_id"] for row in first["table"] + second["table"]] == ids
-    assert [row["values"] for row in second["table"]] == [{"model.hidden.0": 16, "seed": 1}, {"model.hidden.0": 16, "seed": 2}]
+    assert [row["values"] for row in second["table"]] == [
+        {"model.hidden.0": 16, "seed": 1},
+        {"model.hidden.0": 16, "seed": 2},
+    ]
     for page in (first, second):
         assert page["total"] == 6 and page["counts"]["succeeded"] == 6 and page["status"] == "succeeded"
         (fit,) = page["fits"]
@@ -108,7 +118,9 @@ def test_the_table_is_paged_in_grid_order_while_counts_and_fits_cover_every_job(
     assert len(whole["table"]) == 6 and whole["has_more"] is False and whole["next"] is None
 
 
-@pytest.mark.parametrize(("params", "field", "status"), [({"limit": 201}, "limit", 422), ({"after": "not-a-cursor"}, "after", 400)])
+@pytest.mark.parametrize(
+    ("params", "field", "status"), [({"limit": 201}, "limit", 422), ({"after": "not-a-cursor"}, "after", 400)]
+)
 def test_bad_paging_parameters_are_a_4xx_naming_them(client, params, field, status):
     sweep = client.post("/v1/sweeps", json=SWEEP).json()
     answer = client.get(f"/v1/sweeps/{sweep['id']}", params=params)
@@ -126,8 +138,11 @@ def test_a_sweep_left_with_no_jobs_is_cancelled_not_succeeded(client):
 
 def test_a_data_set_a_queued_sweep_job_uses_cannot_be_deleted(client):
     rng = np.random.default_rng(0)
-    dataset = client.post("/v1/datasets", content=npz(x=rng.normal(size=(12, 3)), y=rng.normal(size=12)),
-                          headers={"Content-Type": "application/octet-stream"}).json()
+    dataset = client.post(
+        "/v1/datasets",
+        content=npz(x=rng.normal(size=(12, 3)), y=rng.normal(size=12)),
+        headers={"Content-Type": "application/octet-stream"},
+    ).json()
     base = {"model": {"hidden": [8]}, "data": {"kind": "dataset", "id": dataset["id"]}, "training": {"max_steps": 3}}
     sweep = client.post("/v1/sweeps", json={"base": base, "grid": {"data.n_train": [4, 12]}}).json()
     refused = client.delete(f"/v1/datasets/{dataset['id']}")
@@ -147,10 +162,14 @@ def test_downgrading_writes_each_sweep_jobs_full_spec_back(fresh_database, alemb
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            specs = connection.execute(text("SELECT spec FROM jobs WHERE sweep_id = :id ORDER BY seq"), {"id": sweep["id"]}).scalars().all()
+            specs = (
+                connection.execute(text("SELECT spec FROM jobs WHERE sweep_id = :id ORDER BY seq"), {"id": sweep["id"]})
+                .scalars()
+                .all()
+            )
     finally:
         engine.dispose()
-    assert [JobSpec.model_validate_json(spec) if isinstance(spec, str) else JobSpec.model_validate(spec) for spec in specs] == [
-        JobSpec.model_validate(full_spec(width, seed)) for width, seed in POINTS
-    ]
+    assert [
+        JobSpec.model_validate_json(spec) if isinstance(spec, str) else JobSpec.model_validate(spec) for spec in specs
+    ] == [JobSpec.model_validate(full_spec(width, seed)) for width, seed in POINTS]
     command.upgrade(alembic_for(url), "head")

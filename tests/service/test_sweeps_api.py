@@ -31,7 +31,8 @@ def test_sweep_makes_one_queued_job_per_grid_point_and_publishes_them(client, ap
     assert response.headers["Location"].endswith(f"/v1/sweeps/{sweep['id']}")
     assert sweep["total"] == 12 and sweep["counts"]["queued"] == 12 and sweep["status"] == "queued"
     assert {tuple(row["values"].values()) for row in sweep["table"]} == {
-        (w, h, s) for w in (10, 100, 1000) for h in ("identity", "swish") for s in (0, 1)}
+        (w, h, s) for w in (10, 100, 1000) for h in ("identity", "swish") for s in (0, 1)
+    }
     listed = client.get("/v1/jobs", params={"sweep_id": sweep["id"], "limit": 50}).json()["data"]
     assert len(listed) == 12
     assert app.state.broker.depth() == 12
@@ -49,19 +50,26 @@ def test_fits_and_status_are_derived_from_the_jobs(client, db):
     assert fits["identity"]["verdict"].startswith("linear head: delta_k_max ∝ x^-0.50")
     png = client.get(f"/v1/sweeps/{sweep['id']}/plot")
     assert png.status_code == 200 and png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
-    svg = client.get(f"/v1/sweeps/{sweep['id']}/plot", params={"x": "model.hidden.0", "y": "delta_k_max", "format": "svg"})
+    svg = client.get(
+        f"/v1/sweeps/{sweep['id']}/plot", params={"x": "model.hidden.0", "y": "delta_k_max", "format": "svg"}
+    )
     assert svg.headers["content-type"].startswith("image/svg+xml")
 
 
 def test_a_width_fit_in_standard_parameterization_at_a_fixed_lr_carries_the_regime_warning(client, db):
     """Grouped by parameterization, the standard group's fit at lr 0.5 says why ΔK need not fall; the ntk group's does not."""
-    sweep = client.post("/v1/sweeps", json={
-        "base": {"model": {"hidden": [10], "activation": "tanh"}, "training": {"max_steps": 5, "lr": 0.5}},
-        "grid": {"model.hidden.0": [10, 100], "model.parameterization": ["ntk", "standard"]},
-        "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.parameterization"]}],
-    }).json()
+    sweep = client.post(
+        "/v1/sweeps",
+        json={
+            "base": {"model": {"hidden": [10], "activation": "tanh"}, "training": {"max_steps": 5, "lr": 0.5}},
+            "grid": {"model.hidden.0": [10, 100], "model.parameterization": ["ntk", "standard"]},
+            "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.parameterization"]}],
+        },
+    ).json()
     _finish(db, sweep["id"], {"identity": -0.5})
-    fits = {fit["group"]["model.parameterization"]: fit for fit in client.get(f"/v1/sweeps/{sweep['id']}").json()["fits"]}
+    fits = {
+        fit["group"]["model.parameterization"]: fit for fit in client.get(f"/v1/sweeps/{sweep['id']}").json()["fits"]
+    }
     assert fits["ntk"]["warnings"] == []
     (warning,) = fits["standard"]["warnings"]
     assert warning["code"] == "standard_parameterization_fixed_lr" and warning["values"]["lr"] == [0.5]
@@ -82,9 +90,13 @@ def test_cancel_ends_queued_jobs_and_flags_running_ones(client, db):
 
 @pytest.mark.parametrize(
     ("grid", "field"),
-    [({"model.hidden.3": [5]}, "model.hidden.3"), ({"model.hidden.0": [10, 0]}, "model.hidden.0"),
-     ({"model.hidden.0": [5_000_000]}, "model.hidden.0"), ({"seed": list(range(501))}, "grid"),
-     ({"model.hidden.0,model.hidden.1": [[5]]}, "grid")],
+    [
+        ({"model.hidden.3": [5]}, "model.hidden.3"),
+        ({"model.hidden.0": [10, 0]}, "model.hidden.0"),
+        ({"model.hidden.0": [5_000_000]}, "model.hidden.0"),
+        ({"seed": list(range(501))}, "grid"),
+        ({"model.hidden.0,model.hidden.1": [[5]]}, "grid"),
+    ],
 )
 def test_bad_grids_are_refused_naming_the_field_and_store_nothing(client, db, grid, field):
     response = client.post("/v1/sweeps", json={"base": {}, "grid": grid})
@@ -120,7 +132,9 @@ def test_presets_are_listed_and_run_as_sweeps(client):
 
 
 def test_sweep_tags_are_every_jobs_tags(client):
-    sweep = client.post("/v1/sweeps", json={**SWEEP, "tags": ["fig1", "mine"], "base": {**SWEEP["base"], "tags": ["mine", "base"]}}).json()
+    sweep = client.post(
+        "/v1/sweeps", json={**SWEEP, "tags": ["fig1", "mine"], "base": {**SWEEP["base"], "tags": ["mine", "base"]}}
+    ).json()
     job_id = sweep["table"][0]["job_id"]
     assert client.get(f"/v1/jobs/{job_id}").json()["tags"] == ["base", "fig1", "mine"]
     tagged = client.get("/v1/jobs", params={"tag": "fig1", "limit": 50}).json()["data"]

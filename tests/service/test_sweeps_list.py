@@ -25,7 +25,8 @@ SWEEP_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "part
 
 def sweep_body(name: str, tags: list[str] | None = None, widths=(4, 8)) -> dict:
     return {
-        "name": name, "tags": tags or [],
+        "name": name,
+        "tags": tags or [],
         "base": {"model": {"hidden": [4]}, "training": {"max_steps": 3}, "tags": ["base-only"]},
         "grid": {"model.hidden.0": list(widths)},
     }
@@ -63,9 +64,16 @@ def test_pages_list_every_sweep_once_newest_first_with_its_counts(client):
     assert first["object"] == "list" and len(first["data"]) == 2 and first["has_more"] and first["next"]
     summary = first["data"][0]
     assert summary == {
-        "id": made[-1], "object": "sweep", "name": "s4", "tags": [], "status": "queued",
-        "counts": {"queued": 5, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}, "total": 5,
-        "cancel_requested": False, "created_at": summary["created_at"], "axes": ["model.hidden.0"],
+        "id": made[-1],
+        "object": "sweep",
+        "name": "s4",
+        "tags": [],
+        "status": "queued",
+        "counts": {"queued": 5, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0},
+        "total": 5,
+        "cancel_requested": False,
+        "created_at": summary["created_at"],
+        "axes": ["model.hidden.0"],
     }
     assert [sweep["id"] for sweep in listed(client, limit=2)] == made[::-1]
     newer = submit(client, sweep_body("made while paging"))["id"]
@@ -79,14 +87,20 @@ def test_the_summary_agrees_with_the_sweep_itself(client, db):
     set_job_statuses(db, sweep["id"], ["succeeded", "failed", "running"])
     (summary,) = listed(client)
     full = client.get(f"/v1/sweeps/{sweep['id']}").json()
-    assert {key: full[key] for key in summary if key != "axes"} == {key: value for key, value in summary.items() if key != "axes"}
+    assert {key: full[key] for key in summary if key != "axes"} == {
+        key: value for key, value in summary.items() if key != "axes"
+    }
     assert summary["status"] == "running" and summary["counts"]["failed"] == 1
 
 
 def test_status_filter_matches_each_sweeps_own_status(client, db):
     states = {
-        "queued": ["queued", "queued"], "running": ["running", "queued"], "succeeded": ["succeeded", "succeeded"],
-        "failed": ["failed", "failed"], "partial": ["succeeded", "failed"], "cancelled": ["cancelled", "cancelled"],
+        "queued": ["queued", "queued"],
+        "running": ["running", "queued"],
+        "succeeded": ["succeeded", "succeeded"],
+        "failed": ["failed", "failed"],
+        "partial": ["succeeded", "failed"],
+        "cancelled": ["cancelled", "cancelled"],
         "part-queued": ["succeeded", "queued"],
     }
     ids = {}
@@ -134,14 +148,20 @@ def test_bad_cursor_limit_and_status_are_problems_naming_the_field(client, setti
     over = client.get("/v1/sweeps", params={"limit": settings.max_page_size + 1})
     assert over.status_code == 422
     error = over.json()["errors"][0]
-    assert (error["field"], error["limit"], error["value"]) == ("limit", settings.max_page_size, settings.max_page_size + 1)
+    assert (error["field"], error["limit"], error["value"]) == (
+        "limit",
+        settings.max_page_size,
+        settings.max_page_size + 1,
+    )
     assert client.get("/v1/sweeps", params={"status": "done"}).status_code == 422
 
 
 def test_each_key_lists_its_own_sweeps_and_the_admin_key_all(client_with):
     secured = client_with(auth="on")
     with secured.app.state.sessions() as session:
-        alice, bob, admin = (api_keys.create_key(session, name, is_admin=name == "root") for name in ("alice", "bob", "root"))
+        alice, bob, admin = (
+            api_keys.create_key(session, name, is_admin=name == "root") for name in ("alice", "bob", "root")
+        )
     headers = {name: {"X-API-Key": key.secret} for name, key in (("alice", alice), ("bob", bob), ("admin", admin))}
     mine = submit(secured, sweep_body("alice's"), headers["alice"])["id"]
     theirs = submit(secured, sweep_body("bob's"), headers["bob"])["id"]
@@ -159,13 +179,15 @@ def test_derived_status_in_sql_is_derive_status(db):
         for cancel_requested in (False, True):
             cases.append((counts, cancel_requested))
     expressions = [
-        sweeps_repo.derived_status({**{s: literal(counts[s]) for s in JOB_STATUSES}, "total": literal(sum(counts.values()))},
-                                   literal(cancel_requested))
+        sweeps_repo.derived_status(
+            {**{s: literal(counts[s]) for s in JOB_STATUSES}, "total": literal(sum(counts.values()))},
+            literal(cancel_requested),
+        )
         for counts, cancel_requested in cases
     ]
     for start in range(0, len(cases), 200):
-        row = db.execute(select(*expressions[start:start + 200])).one()
-        for (counts, cancel_requested), in_sql in zip(cases[start:start + 200], row):
+        row = db.execute(select(*expressions[start : start + 200])).one()
+        for (counts, cancel_requested), in_sql in zip(cases[start : start + 200], row):
             assert in_sql == derive_status(counts, cancel_requested), (dict(counts), cancel_requested)
 
 
@@ -176,14 +198,25 @@ def test_0007_numbers_and_tags_the_sweeps_stored_before(fresh_database, alembic_
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
-            for sweep_id, created, spec in (("swp_b", "2026-01-02", '{"tags": ["x", "y"]}'), ("swp_a", "2026-01-01", "{}")):
-                connection.execute(text("INSERT INTO sweeps (id, owner, name, spec, cancel_requested, created_at) "
-                                        "VALUES (:id, 'alice', 'n', :spec, false, :created)"),
-                                   {"id": sweep_id, "spec": spec, "created": created})
+            for sweep_id, created, spec in (
+                ("swp_b", "2026-01-02", '{"tags": ["x", "y"]}'),
+                ("swp_a", "2026-01-01", "{}"),
+            ):
+                connection.execute(
+                    text(
+                        "INSERT INTO sweeps (id, owner, name, spec, cancel_requested, created_at) "
+                        "VALUES (:id, 'alice', 'n', :spec, false, :created)"
+                    ),
+                    {"id": sweep_id, "spec": spec, "created": created},
+                )
         command.upgrade(alembic_for(url), "head")
         with engine.begin() as connection:
-            connection.execute(text("INSERT INTO sweeps (id, owner, name, spec, cancel_requested, created_at) "
-                                    "VALUES ('swp_c', 'alice', 'n', '{}', false, '2026-01-03')"))
+            connection.execute(
+                text(
+                    "INSERT INTO sweeps (id, owner, name, spec, cancel_requested, created_at) "
+                    "VALUES ('swp_c', 'alice', 'n', '{}', false, '2026-01-03')"
+                )
+            )
             seqs = dict(connection.execute(text("SELECT id, seq FROM sweeps")).all())
             tags = connection.execute(text("SELECT sweep_id, tag FROM sweep_tags ORDER BY tag")).all()
         command.downgrade(alembic_for(url), "0006")

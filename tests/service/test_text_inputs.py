@@ -27,8 +27,11 @@ from tests.worker_writes import sweep_succeeded
 
 PROBLEM = "application/problem+json"
 JSON = {"content-type": "application/json"}
-TINY = {"model": {"hidden": [4]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
-        "training": {"max_steps": 1}}
+TINY = {
+    "model": {"hidden": [4]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2},
+    "training": {"max_steps": 1},
+}
 SURROGATE_BODIES = {
     "value": ("/v1/jobs", b'{"name": "\\ud800"}', "name"),
     "key": ("/v1/jobs", b'{"\\ud800": 1}', "body"),
@@ -74,7 +77,9 @@ def test_a_lone_surrogate_is_a_422_problem_that_encodes(client, db, path, raw, f
 def served(settings):
     """The app behind a real uvicorn on a loopback port, in this process: (base URL, app)."""
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=1))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=1)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -94,9 +99,13 @@ def test_over_a_real_connection_every_surrogate_body_gets_its_problem(served):
             assert_names_surrogate_visibly(problem(answer, 422), field)
         invalid_utf8 = http.post("/v1/jobs", content=b'{"name": "\xff"}', headers=JSON)
         assert problem(invalid_utf8, 400)["type"].endswith("malformed-json")
-        encoded_surrogate = http.post("/v1/jobs", content=b'{"\xed\xa0\x80": 1}', headers=JSON)  # json.loads lets it pass
+        encoded_surrogate = http.post(
+            "/v1/jobs", content=b'{"\xed\xa0\x80": 1}', headers=JSON
+        )  # json.loads lets it pass
         assert_names_surrogate_visibly(problem(encoded_surrogate, 422), "body")
-        paired = http.post("/v1/jobs", content=b'{"name": "\\ud83e\\uddea", "training": {"max_steps": 1}}', headers=JSON)
+        paired = http.post(
+            "/v1/jobs", content=b'{"name": "\\ud83e\\uddea", "training": {"max_steps": 1}}', headers=JSON
+        )
         assert paired.status_code == 202 and paired.json()["name"] == "\U0001f9ea", "a surrogate pair is one character"
 
 
@@ -113,10 +122,21 @@ def test_over_a_real_connection_every_surrogate_body_gets_its_problem(served):
         ({"base": TINY | {"name": "b\x00"}, "grid": {"seed": [0]}}, "base.name"),
         ({"base": TINY | {"tags": ["x"]}, "grid": {"tags": [["a", "b\x00"]]}}, "grid.tags.0"),
         ({"base": TINY, "grid": {"seed": [0]}, "fits": [{"y": "delta\x00", "x": "seed"}]}, "fits.0.y"),
-        ({"base": TINY, "grid": {"seed": [0]}, "fits": [{"y": "d", "x": "seed", "group_by": ["a\x00"]}]}, "fits.0.group_by.0"),
+        (
+            {"base": TINY, "grid": {"seed": [0]}, "fits": [{"y": "d", "x": "seed", "group_by": ["a\x00"]}]},
+            "fits.0.group_by.0",
+        ),
     ],
-    ids=["sweep-name", "sweep-tag", "grid-value", "grid-value-of-a-tag", "base-name", "grid-list-value", "fit-name",
-         "fit-group"],
+    ids=[
+        "sweep-name",
+        "sweep-tag",
+        "grid-value",
+        "grid-value-of-a-tag",
+        "base-name",
+        "grid-list-value",
+        "fit-name",
+        "fit-group",
+    ],
 )
 def test_a_nul_in_a_sweep_string_is_a_422_naming_it_and_nothing_is_stored(client, db, body, field):
     assert field in fields(problem(client.post("/v1/sweeps", json=body), 422))
@@ -142,7 +162,9 @@ def test_any_valid_unicode_is_stored_and_read_back_as_sent(client):
     assert job.status_code == 202, job.text
     assert (job.json()["name"], job.json()["tags"]) == (name, tags)
     assert client.get(f"/v1/jobs/{job.json()['id']}").json()["tags"] == sorted(tags)
-    sweep = client.post("/v1/sweeps", json={"name": name, "tags": tags[:1], "base": TINY, "grid": {"name": [name, "b"]}})
+    sweep = client.post(
+        "/v1/sweeps", json={"name": name, "tags": tags[:1], "base": TINY, "grid": {"name": [name, "b"]}}
+    )
     assert sweep.status_code == 202, sweep.text
     assert client.get(f"/v1/sweeps/{sweep.json()['id']}").json()["name"] == name
 
@@ -158,8 +180,11 @@ def finish_sweep_jobs(client, db, sweep_id: str, y: str) -> None:
 @pytest.mark.parametrize("fmt", ["png", "svg"])
 def test_mathtext_in_fit_names_and_group_values_is_drawn_as_text(client, db, fmt):
     """`$x^$` is not valid mathtext: as a label (axis, legend entry) it made matplotlib raise, a 500."""
-    spec = {"base": TINY, "grid": {"model.hidden.0": [2, 4, 8], "name": ["$a$", "$b^$"]},
-            "fits": [{"y": "$x^$", "x": "model.hidden.0", "group_by": ["name"]}]}
+    spec = {
+        "base": TINY,
+        "grid": {"model.hidden.0": [2, 4, 8], "name": ["$a$", "$b^$"]},
+        "fits": [{"y": "$x^$", "x": "model.hidden.0", "group_by": ["name"]}],
+    }
     sweep = client.post("/v1/sweeps", json=spec)
     assert sweep.status_code == 202, sweep.text
     finish_sweep_jobs(client, db, sweep.json()["id"], "$x^$")

@@ -29,35 +29,52 @@ def embedding_onnx(vocab: int = VOCAB, reshaped: bool = False) -> bytes:
     if reshaped:
         ids = "rows"
         nodes.append(helper.make_node("Reshape", ["tokens", "target"], ["rows"]))
-    nodes += [helper.make_node("Gather", ["E", ids], ["embedded"], axis=0, name="/embed/Gather"),
-             helper.make_node("ReduceMean", ["embedded"], ["pooled"], axes=[1], keepdims=0),
-             helper.make_node("MatMul", ["pooled", "W"], ["y"])]
-    graph = helper.make_graph(nodes, "embedding", [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["batch", LENGTH])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", OUT])],
-                              [numpy_helper.from_array(rng.normal(size=(vocab, WIDTH)).astype(np.float32), "E"),
-                               numpy_helper.from_array(rng.normal(size=(WIDTH, OUT)).astype(np.float32), "W"),
-                               numpy_helper.from_array(np.array([-1, LENGTH], np.int64), "target")])
+    nodes += [
+        helper.make_node("Gather", ["E", ids], ["embedded"], axis=0, name="/embed/Gather"),
+        helper.make_node("ReduceMean", ["embedded"], ["pooled"], axes=[1], keepdims=0),
+        helper.make_node("MatMul", ["pooled", "W"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "embedding",
+        [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["batch", LENGTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", OUT])],
+        [
+            numpy_helper.from_array(rng.normal(size=(vocab, WIDTH)).astype(np.float32), "E"),
+            numpy_helper.from_array(rng.normal(size=(WIDTH, OUT)).astype(np.float32), "W"),
+            numpy_helper.from_array(np.array([-1, LENGTH], np.int64), "target"),
+        ],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
 
 def dataset(client, low: int, high: int) -> str:
     tokens = np.random.default_rng(1).integers(low, high + 1, size=(12, LENGTH))
     tokens[0, 0], tokens[-1, -1] = low, high
-    answer = client.post("/v1/datasets", files={"file": ("tokens.npz", npz(x=tokens, y=np.zeros((12, OUT))), "application/octet-stream")})
+    answer = client.post(
+        "/v1/datasets", files={"file": ("tokens.npz", npz(x=tokens, y=np.zeros((12, OUT))), "application/octet-stream")}
+    )
     assert answer.status_code == 201, answer.text
     return answer.json()["id"]
 
 
 def onnx_job(model_id: str, dataset_id: str) -> dict:
-    return {"model": {"kind": "onnx", "id": model_id}, "data": {"kind": "dataset", "id": dataset_id, "probe": {"n": 2}},
-            "training": {"max_steps": 1}, "diagnostics": {"hessian": None, "save_kernels": [], "save_weights": False}}
+    return {
+        "model": {"kind": "onnx", "id": model_id},
+        "data": {"kind": "dataset", "id": dataset_id, "probe": {"n": 2}},
+        "training": {"max_steps": 1},
+        "diagnostics": {"hessian": None, "save_kernels": [], "save_weights": False},
+    }
 
 
 def graph_job(dataset_id: str, vocab: int = VOCAB) -> dict:
     layers = [{"type": "embedding", "vocab": vocab, "width": WIDTH}, {"type": "flatten"}, {"type": "dense", "width": 8}]
-    return {"model": {"kind": "graph", "layers": layers, "input_shape": [LENGTH]},
-            "data": {"kind": "dataset", "id": dataset_id, "probe": {"n": 2}},
-            "training": {"max_steps": 1}, "diagnostics": {"hessian": None, "save_kernels": [], "save_weights": False}}
+    return {
+        "model": {"kind": "graph", "layers": layers, "input_shape": [LENGTH]},
+        "data": {"kind": "dataset", "id": dataset_id, "probe": {"n": 2}},
+        "training": {"max_steps": 1},
+        "diagnostics": {"hessian": None, "save_kernels": [], "save_weights": False},
+    }
 
 
 @pytest.fixture(params=["direct", "reshaped"])
@@ -79,8 +96,9 @@ def test_the_upload_records_the_ids_and_the_vocabulary(client, model_id):
 
 @pytest.mark.parametrize(("low", "high", "value"), [(0, VOCAB, VOCAB), (0, 10**6, 10**6), (-1, 10, -1)])
 def test_ids_outside_the_onnx_models_embedding_are_a_422_on_data_id(client, model_id, low, high, value):
-    problem = assert_refused(client.post("/v1/jobs", json=onnx_job(model_id, dataset(client, low, high))), 422, "data.id",
-                             f"[0, {VOCAB})")
+    problem = assert_refused(
+        client.post("/v1/jobs", json=onnx_job(model_id, dataset(client, low, high))), 422, "data.id", f"[0, {VOCAB})"
+    )
     (error,) = [error for error in problem["errors"] if error["field"] == "data.id"]
     assert (error["limit"], error["value"]) == (VOCAB, value)
     assert client.get("/v1/jobs").json()["data"] == []

@@ -41,7 +41,9 @@ def test_more_dimensions_than_numpy_holds_is_a_422_naming_x_and_the_limit(client
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == PROBLEM
     (error,) = answer.json()["errors"]
-    assert error["field"] == "x" and error["limit"] == MAX_ARRAY_DIMENSIONS and error["value"] == MAX_ARRAY_DIMENSIONS + 1
+    assert (
+        error["field"] == "x" and error["limit"] == MAX_ARRAY_DIMENSIONS and error["value"] == MAX_ARRAY_DIMENSIONS + 1
+    )
     assert f"at most {MAX_ARRAY_DIMENSIONS}" in error["message"]
     assert stored_rows(client) == (0, 0, 0)
 

@@ -53,8 +53,8 @@ def _with_file_size(body: bytes, name: str, size: int) -> bytes:
         at = 0
         while (at := data.find(signature, at)) >= 0:
             name_at = at + (30 if signature == b"PK\x03\x04" else 46)
-            if data[name_at:name_at + len(encoded)] == encoded:
-                data[at + offset:at + offset + 4] = size.to_bytes(4, "little")
+            if data[name_at : name_at + len(encoded)] == encoded:
+                data[at + offset : at + offset + 4] = size.to_bytes(4, "little")
             at += 4
     return bytes(data)
 
@@ -87,7 +87,9 @@ def test_an_entry_whose_zip_size_disagrees_with_its_npy_header_is_refused_unpack
 
 def test_an_npz_within_the_budget_is_still_accepted(tmp_path: Path):
     x, y = npy(np.ones((50, 2))), npy(np.ones(50))
-    checked = check_dataset(received_npz(tmp_path, {"x.npy": x, "y.npy": y}), tmp_path, Settings(max_upload_bytes=len(x) + len(y)))
+    checked = check_dataset(
+        received_npz(tmp_path, {"x.npy": x, "y.npy": y}), tmp_path, Settings(max_upload_bytes=len(x) + len(y))
+    )
     assert checked.points == 50 and unpacked(tmp_path) == ["x.npy", "y.npy"]
 
 
@@ -99,7 +101,8 @@ def stalled_upload(port: int, declared: int = 1_000_000, sent: int = 200_000) ->
     connection = socket.create_connection(("127.0.0.1", port))
     connection.sendall(
         f"POST /v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
-        f"Content-Length: {declared}\r\n\r\n".encode() + b"\0" * sent
+        f"Content-Length: {declared}\r\n\r\n".encode()
+        + b"\0" * sent
     )
     return connection
 
@@ -112,6 +115,7 @@ def folder_of(root: Path, pid: int, at_least: int) -> Path:
     write buffer until more arrives. Waiting for every byte sent made this test fail whenever the
     body arrived split that way.
     """
+
     def found() -> Path | None:
         for folder in root.glob(f"{upload_folders.PREFIX}*~{pid}~*"):
             if sum(f.stat().st_size for f in folder.iterdir()) >= at_least:
@@ -119,7 +123,9 @@ def folder_of(root: Path, pid: int, at_least: int) -> Path:
         return None
 
     def seen() -> str:
-        return ", ".join(f"{folder.name}: {sum(f.stat().st_size for f in folder.iterdir())} B" for folder in root.glob("*"))
+        return ", ".join(
+            f"{folder.name}: {sum(f.stat().st_size for f in folder.iterdir())} B" for folder in root.glob("*")
+        )
 
     try:
         wait_until(lambda: found() is not None, 30, f"no upload folder of process {pid} under {root}")
@@ -130,9 +136,14 @@ def folder_of(root: Path, pid: int, at_least: int) -> Path:
 
 def test_a_killed_apis_upload_folder_is_swept_when_an_api_starts_and_a_live_ones_is_kept(tmp_path: Path):
     root = tmp_path / "uploads"
-    environment = embedded_settings(tmp_path / "stack") | {"NTKLAB_UPLOAD_DIR": str(root), "NTKLAB_AUTH": "off",
-                                                          "NTKLAB_BODY_GRACE_S": "600"}
-    killed, live, starting = (LocalStack(environment, tmp_path / f"logs-{name}") for name in ("killed", "live", "starting"))
+    environment = embedded_settings(tmp_path / "stack") | {
+        "NTKLAB_UPLOAD_DIR": str(root),
+        "NTKLAB_AUTH": "off",
+        "NTKLAB_BODY_GRACE_S": "600",
+    }
+    killed, live, starting = (
+        LocalStack(environment, tmp_path / f"logs-{name}") for name in ("killed", "live", "starting")
+    )
     connections = []
     try:
         live.start_api()

@@ -23,7 +23,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
-def dashboard_stack(postgres_redis_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+def dashboard_stack(
+    postgres_redis_stack: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveStack]:
     """API + one worker on PostgreSQL and Redis with NTKLAB_AUTH=on."""
     stack = LiveStack(postgres_redis_stack | {"NTKLAB_AUTH": "on"}, tmp_path_factory.mktemp("ui-logs"))
     try:
@@ -53,7 +55,9 @@ def alice(dashboard_stack: LiveStack, keys: dict[str, str]) -> Iterator[Client]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (as root it installs Debian's chromium)", pytrace=False)
+        pytest.fail(
+            f"{CHROMIUM} is missing: run scripts/services.sh (as root it installs Debian's chromium)", pytrace=False
+        )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM))
         yield browser

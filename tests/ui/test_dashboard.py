@@ -25,7 +25,8 @@ WATCH_MS = 240_000  # generous: the suite's other stacks may share the cores
 # 160 steps, so the job page (polling every 3 s) sees ΔK(t) grow while the job runs however fast the machine is
 # (the test stack flushes metrics every 0.2 s), and the job then ends as succeeded at its time budget.
 LIVE_JOB = {
-    "name": "dashboard-live", "tags": ["ui-live"],
+    "name": "dashboard-live",
+    "tags": ["ui-live"],
     "model": {"hidden": [64], "output_activation": "swish"},
     "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 12}},
     "training": {"max_steps": 200_000, "target_loss": None, "lr": 0.05, "time_budget_s": 20},
@@ -33,20 +34,31 @@ LIVE_JOB = {
 }
 # Finished, then inspected: its curves, spec, kernels and spectra.
 DONE_JOB = {
-    "name": "dashboard-done", "tags": ["ui-live"],
+    "name": "dashboard-done",
+    "tags": ["ui-live"],
     "model": {"hidden": [64], "output_activation": "swish"},
     "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 12}},
     "training": {"max_steps": 400, "target_loss": None, "lr": 0.05},
-    "diagnostics": {"kernel": {"schedule": "every", "every": 40}, "hessian": {"at": ["init", "final"], "top_k": 1, "probe_points": 2},
-                    "layer_sensitivity": True, "save_kernels": ["init", "final"]},
+    "diagnostics": {
+        "kernel": {"schedule": "every", "every": 40},
+        "hessian": {"at": ["init", "final"], "top_k": 1, "probe_points": 2},
+        "layer_sensitivity": True,
+        "save_kernels": ["init", "final"],
+    },
 }
-QUICK_JOB = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
-             "training": {"max_steps": 2}}
+QUICK_JOB = {
+    "model": {"hidden": [8]},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
+    "training": {"max_steps": 2},
+}
 # Finished with three warnings: a sigmoid head cannot reach targets at −1, has φ''(0) = 0 under the Hessian
 # measured by default, and 3 steps stop above target_loss.
-WARNED_JOB = {"name": "dashboard-warned", "model": {"hidden": [8], "output_activation": "sigmoid"},
-              "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "targets": "signed", "probe": {"n": 4}},
-              "training": {"max_steps": 3, "target_loss": 1e-9}}
+WARNED_JOB = {
+    "name": "dashboard-warned",
+    "model": {"hidden": [8], "output_activation": "sigmoid"},
+    "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "targets": "signed", "probe": {"n": 4}},
+    "training": {"max_steps": 3, "target_loss": 1e-9},
+}
 QUIET_JOB = QUICK_JOB | {"name": "dashboard-quiet", "training": {"max_steps": 2, "target_loss": None}}  # no warning
 HOSTILE_NAME = "<script>alert(1)</script>"
 HOSTILE_TAG = "<img src=x onerror=alert(2)>"
@@ -58,8 +70,11 @@ def row(page, job_id: str):
 
 def sdk_spec(snippet: str) -> dict:
     """The spec in a "Copy as SDK" snippet: the string literal passed to json.loads, parsed (nothing is run)."""
-    call = next(node for node in ast.walk(ast.parse(snippet))
-                if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.loads")
+    call = next(
+        node
+        for node in ast.walk(ast.parse(snippet))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.loads"
+    )
     return json.loads(ast.literal_eval(call.args[0]))
 
 
@@ -78,8 +93,10 @@ def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for
     delta_k.wait_for(timeout=WATCH_MS)
     seen = points(page, '#curves [data-chart="delta_k"]')
     deadline = time.monotonic() + WATCH_MS / 1000
-    while not (points(page, '#curves [data-chart="delta_k"]') > seen
-               and page.locator("dd [data-status]").get_attribute("data-status") == "running"):
+    while not (
+        points(page, '#curves [data-chart="delta_k"]') > seen
+        and page.locator("dd [data-status]").get_attribute("data-status") == "running"
+    ):
         assert time.monotonic() < deadline, "the ΔK curve gained no point while the job ran"
         page.wait_for_timeout(200)
     expect(page.locator("dd [data-status]")).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
@@ -88,8 +105,12 @@ def test_a_job_is_followed_live_from_the_jobs_table_to_its_kernels(dashboard_for
     assert done.status == "succeeded", done.error
     page.goto(f"{tab.url}/ui/#/jobs/{done.id}")
     delta_k = page.locator('#curves [data-chart="delta_k"]')
-    final = httpx.get(f"{tab.url}/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": tab.key}).json()
-    expected = sum(sum(v is not None and v > 0 for v in series["value"]) for series in final.values())  # log axis: ΔK(0) = 0 left out
+    final = httpx.get(
+        f"{tab.url}/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": tab.key}
+    ).json()
+    expected = sum(
+        sum(v is not None and v > 0 for v in series["value"]) for series in final.values()
+    )  # log axis: ΔK(0) = 0 left out
     expect(delta_k).to_have_attribute("data-points", str(expected), timeout=WATCH_MS)
     page.get_by_role("button", name="Copy as SDK").click()
     assert sdk_spec(page.locator("#snippet").inner_text()) == alice.jobs.retrieve(done.id).spec
@@ -120,7 +141,9 @@ def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, a
 
     expect(page.locator("main [data-status]").first).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
     fits = alice.sweeps.retrieve(sweep_id).fits
-    ntk = next(f for f in fits if f["y"] == "hessian_kernel_ratio_init" and f["group"] == {"model.parameterization": "ntk"})
+    ntk = next(
+        f for f in fits if f["y"] == "hessian_kernel_ratio_init" and f["group"] == {"model.parameterization": "ntk"}
+    )
     slope = page.locator('#fits td.fit-slope[data-y="hessian_kernel_ratio_init"][data-group="ntk"]')
     assert float(slope.inner_text()) == pytest.approx(ntk["slope"], rel=1e-3)
     theory = page.locator('#fits td.fit-theory[data-y="hessian_kernel_ratio_init"][data-group="ntk"]')
@@ -132,8 +155,12 @@ def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, a
     expect(listed.locator("[data-status]")).to_have_attribute("data-status", "succeeded", timeout=WATCH_MS)
     stated = api_get(tab, "/v1/presets")["data"]
     param_check = next(p for p in stated if p["name"] == "param-check")
-    expect(page.locator('#presets tr[data-preset="param-check"] .theory[data-y="hessian_kernel_ratio_init"]')).to_have_text(
-        "hessian_kernel_ratio_init: " + ", ".join(f"{g} {s:g}" for g, s in param_check["theory"]["hessian_kernel_ratio_init"].items()))
+    expect(
+        page.locator('#presets tr[data-preset="param-check"] .theory[data-y="hessian_kernel_ratio_init"]')
+    ).to_have_text(
+        "hessian_kernel_ratio_init: "
+        + ", ".join(f"{g} {s:g}" for g, s in param_check["theory"]["hessian_kernel_ratio_init"].items())
+    )
     page.locator("#main form.filters select[name=status]").select_option("succeeded")
     page.locator("#main form.filters").get_by_role("button", name="Filter").click()
     page.wait_for_url(re.compile(r".*#/sweeps\?status=succeeded$"))
@@ -145,7 +172,9 @@ def test_a_preset_launched_from_the_page_shows_its_fitted_slope(dashboard_for, a
     alice.sweeps.wait(curves.id, progress=False)
     page.goto(f"{tab.url}/ui/#/compare?sweep={curves.id}&series=delta_k")
     overlay = alice.sweeps.retrieve(curves.id).table
-    values = [np.asarray(alice.jobs.metrics(row.job_id, names=["delta_k"])["delta_k"].value, dtype=float) for row in overlay]
+    values = [
+        np.asarray(alice.jobs.metrics(row.job_id, names=["delta_k"])["delta_k"].value, dtype=float) for row in overlay
+    ]
     expected = sum(int((np.isfinite(v) & (v > 0)).sum()) for v in values)  # a log axis: ΔK(0) = 0 left out
     expect(page.locator("#compare-chart")).to_have_attribute("data-points", str(expected), timeout=WATCH_MS)
     tab.screenshot("compare")
@@ -177,12 +206,18 @@ def test_another_key_sees_none_of_the_jobs_and_names_render_as_text(dashboard_fo
 
 def test_a_job_page_lists_the_jobs_warnings_by_code_and_message(dashboard_for, alice, keys):
     job = alice.jobs.wait(alice.jobs.create(WARNED_JOB).id, timeout=WATCH_MS / 1000, progress=False)
-    assert {w.code for w in job.warnings} == {"head_cannot_reach_targets", "head_curvature_zero", "target_loss_not_reached"}
+    assert {w.code for w in job.warnings} == {
+        "head_cannot_reach_targets",
+        "head_curvature_zero",
+        "target_loss_not_reached",
+    }
     tab = dashboard_for(keys["alice"])
     page = tab.open(f"/jobs/{job.id}")
     expect(page.locator("#warnings li")).to_have_count(len(job.warnings))
     for warning in job.warnings:
-        expect(page.locator(f'#warnings li[data-code="{warning.code}"]')).to_have_text(f"{warning.code}: {warning.message}")
+        expect(page.locator(f'#warnings li[data-code="{warning.code}"]')).to_have_text(
+            f"{warning.code}: {warning.message}"
+        )
     quiet = alice.jobs.wait(alice.jobs.create(QUIET_JOB).id, timeout=WATCH_MS / 1000, progress=False)
     assert quiet.warnings == []
     page.goto(f"{tab.url}/ui/#/jobs/{quiet.id}")
@@ -225,12 +260,15 @@ def assert_fits_narrow_window(page) -> None:
 
 
 def test_a_job_page_states_the_model_wraps_the_summary_and_logs_both_dks(dashboard_for, alice, keys):
-    done = alice.jobs.wait(alice.jobs.create(DONE_JOB | {"name": "ui-model"}).id, timeout=WATCH_MS / 1000, progress=False)
+    done = alice.jobs.wait(
+        alice.jobs.create(DONE_JOB | {"name": "ui-model"}).id, timeout=WATCH_MS / 1000, progress=False
+    )
     tab = dashboard_for(keys["alice"])
     page = tab.open(f"/jobs/{done.id}")
     expect(page.locator("#model")).to_have_text(
         f"mlp, hidden widths 64, relu, swish head, ntk parameterization, {done.spec['model']['output_dim']} outputs, "
-        f"{done.parameters} parameters")
+        f"{done.parameters} parameters"
+    )
     timings = done.summary["timings"]
     phases = page.locator('#summary tr[data-name="timings"] table.nested th')
     expect(phases).to_have_count(len(timings))
@@ -242,7 +280,9 @@ def test_a_job_page_states_the_model_wraps_the_summary_and_logs_both_dks(dashboa
     assert 0 < max(series["delta_k_logits"]["value"]) < max(series["delta_k"]["value"])
     positive = sum(v is not None and v > 0 for s in series.values() for v in s["value"])
     expect(delta_k).to_have_attribute("data-points", str(positive))
-    expect(delta_k.locator("figcaption sub")).to_have_text(["t", "0", "F", "0", "F"])  # ‖K(w_t) − K(w_0)‖_F / ‖K(w_0)‖_F
+    expect(delta_k.locator("figcaption sub")).to_have_text(
+        ["t", "0", "F", "0", "F"]
+    )  # ‖K(w_t) − K(w_0)‖_F / ‖K(w_0)‖_F
     expect(page.locator("#estimate-phases tbody tr").first).to_be_visible()
     assert_fits_narrow_window(page)
     assert tab.errors == []
@@ -251,10 +291,13 @@ def test_a_job_page_states_the_model_wraps_the_summary_and_logs_both_dks(dashboa
 def test_the_jobs_table_has_a_model_column_and_fits_a_narrow_window(dashboard_for, alice, keys):
     upload = alice.models.upload(mlp_onnx(), name="tiny-onnx-mlp")
     data = {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 3, "probe": {"n": 4}}
-    onnx_job = alice.jobs.create({"model": {"kind": "onnx", "id": upload.id}, "data": data, "training": {"max_steps": 2},
-                                  "tags": ["ui-model"]})
-    deep = alice.jobs.create(QUICK_JOB | {"tags": ["ui-model"],
-                                          "model": {"hidden": [16, 16], "activation": "tanh", "output_activation": "swish"}})
+    onnx_job = alice.jobs.create(
+        {"model": {"kind": "onnx", "id": upload.id}, "data": data, "training": {"max_steps": 2}, "tags": ["ui-model"]}
+    )
+    deep = alice.jobs.create(
+        QUICK_JOB
+        | {"tags": ["ui-model"], "model": {"hidden": [16, 16], "activation": "tanh", "output_activation": "swish"}}
+    )
     plain = alice.jobs.create(QUICK_JOB | {"tags": ["ui-model"]})
     tab = dashboard_for(keys["alice"])
     page = tab.open("/jobs?tag=ui-model")
@@ -266,17 +309,29 @@ def test_the_jobs_table_has_a_model_column_and_fits_a_narrow_window(dashboard_fo
     assert_fits_narrow_window(page)
 
     page.goto(f"{tab.url}/ui/#/jobs/{onnx_job.id}")
-    expect(page.locator("#model")).to_have_text(f"ONNX upload “tiny-onnx-mlp”, linear head, 2 outputs, {upload.parameters} parameters")
+    expect(page.locator("#model")).to_have_text(
+        f"ONNX upload “tiny-onnx-mlp”, linear head, 2 outputs, {upload.parameters} parameters"
+    )
     assert tab.errors == []
 
 
 SEEDED_SWEEP = {  # 2 widths × 2 heads × 2 seeds, stopped after 3 steps above target: every point warns
-    "name": "ui-seeds", "tags": ["ui-seeds"],
-    "base": {"data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
-             "training": {"max_steps": 3, "target_loss": 1e-9}, "diagnostics": {"kernel": {"schedule": "every", "every": 1}}},
+    "name": "ui-seeds",
+    "tags": ["ui-seeds"],
+    "base": {
+        "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 2, "probe": {"n": 4}},
+        "training": {"max_steps": 3, "target_loss": 1e-9},
+        "diagnostics": {"kernel": {"schedule": "every", "every": 1}},
+    },
     "grid": {"model.hidden.0": [16, 64], "model.output_activation": ["identity", "swish"], "seed": [0, 1]},
-    "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.output_activation"],
-              "theory": {"linear head": -0.5, "swish head": 0.0}}],
+    "fits": [
+        {
+            "y": "delta_k_max",
+            "x": "model.hidden.0",
+            "group_by": ["model.output_activation"],
+            "theory": {"linear head": -0.5, "swish head": 0.0},
+        }
+    ],
 }
 
 
@@ -300,7 +355,9 @@ def test_a_sweep_page_draws_seed_error_bars_legends_and_warnings_across_the_page
         expect(entry).to_contain_text("mean ± std over 2 runs")
     warnings = [(fit["group_label"], w["code"], w["message"]) for fit in sweep.fits for w in fit["warnings"]]
     assert any(code == "target_loss_not_reached" for _, code, _ in warnings)
-    expect(figure.locator(".fit-warnings li")).to_have_text([f"{group}: {code}: {message}" for group, code, message in warnings])
+    expect(figure.locator(".fit-warnings li")).to_have_text(
+        [f"{group}: {code}: {message}" for group, code, message in warnings]
+    )
     main_width = page.locator("main").evaluate("m => m.clientWidth")
     assert figure.locator("canvas").first.evaluate("c => c.getBoundingClientRect().width") > 0.9 * main_width
     expect(page.locator('#grid dd[data-axis="model.output_activation"]')).to_have_text("identity; swish")
@@ -326,8 +383,11 @@ def api_status(tab, job_id: str) -> int:
 
 
 def test_cancel_and_delete_happen_only_when_confirmed(dashboard_for, alice, keys):
-    finished = alice.jobs.wait(alice.jobs.create(QUICK_JOB | {"name": "ui-delete", "tags": ["ui-actions"]}).id,
-                               timeout=WATCH_MS / 1000, progress=False)
+    finished = alice.jobs.wait(
+        alice.jobs.create(QUICK_JOB | {"name": "ui-delete", "tags": ["ui-actions"]}).id,
+        timeout=WATCH_MS / 1000,
+        progress=False,
+    )
     running = alice.jobs.create(LIVE_JOB | {"name": "ui-cancel", "tags": ["ui-actions"]})
     tab = dashboard_for(keys["alice"])
     page = tab.open("/jobs?tag=ui-actions")
@@ -349,7 +409,9 @@ def test_cancel_and_delete_happen_only_when_confirmed(dashboard_for, alice, keys
 
     tab.confirming = True
     row(page, running.id).get_by_role("button", name="Cancel").click()
-    expect(row(page, running.id).locator("[data-status]")).to_have_attribute("data-status", "cancelled", timeout=WATCH_MS)
+    expect(row(page, running.id).locator("[data-status]")).to_have_attribute(
+        "data-status", "cancelled", timeout=WATCH_MS
+    )
     assert alice.jobs.retrieve(running.id).status == "cancelled"
     row(page, finished.id).get_by_role("button", name="Delete").click()
     expect(row(page, finished.id)).to_have_count(0)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from marionette_driver.keys import Keys
 from marionette_driver.marionette import Marionette
 from marionette_driver.wait import Wait
@@ -23,10 +22,13 @@ from marionette_driver.wait import Wait
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
 
 FIREFOX = Path("/usr/bin/firefox-esr")
-JOB = {"name": "firefox-job", "model": {"hidden": [32], "output_activation": "swish"},
-       "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 8}},
-       "training": {"max_steps": 200, "target_loss": None, "lr": 0.05},
-       "diagnostics": {"kernel": {"schedule": "every", "every": 20}}}
+JOB = {
+    "name": "firefox-job",
+    "model": {"hidden": [32], "output_activation": "swish"},
+    "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4, "probe": {"n": 8}},
+    "training": {"max_steps": 200, "target_loss": None, "lr": 0.05},
+    "diagnostics": {"kernel": {"schedule": "every", "every": 20}},
+}
 WAIT_S = 240  # generous: other stacks may share the cores
 # Firefox's console messages that are errors (nsIScriptError with the error flag) of a web page (a content window,
 # not the browser's own chrome): script errors, CSP violations, failed module loads. The tab shows only the dashboard.
@@ -41,11 +43,21 @@ return Services.console.getMessageArray()
 def firefox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Marionette]:
     """A headless firefox-esr on a fresh profile, Marionette on a free port (Firefox writes it to MarionetteActivePort)."""
     if not FIREFOX.exists():
-        pytest.fail(f"{FIREFOX} is missing: run scripts/services.sh (as root it installs Debian's firefox-esr)", pytrace=False)
+        pytest.fail(
+            f"{FIREFOX} is missing: run scripts/services.sh (as root it installs Debian's firefox-esr)", pytrace=False
+        )
     profile = tmp_path_factory.mktemp("firefox-profile")
     (profile / "user.js").write_text('user_pref("marionette.port", 0);\n')
     # --remote-allow-system-access: Marionette may run scripts in the chrome context (the console service)
-    command = [str(FIREFOX), "--headless", "--marionette", "--remote-allow-system-access", "--no-remote", "--profile", str(profile)]
+    command = [
+        str(FIREFOX),
+        "--headless",
+        "--marionette",
+        "--remote-allow-system-access",
+        "--no-remote",
+        "--profile",
+        str(profile),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         port_file = profile / "MarionetteActivePort"
@@ -70,8 +82,9 @@ def page_errors(client: Marionette) -> list[str]:
 
 def until(client: Marionette, script: str, *args):
     """Wait until the page's `script` (a function body of `arguments`) returns something truthy; return it."""
-    return Wait(client, timeout=WAIT_S, interval=0.2).until(lambda c: c.execute_script(script, script_args=list(args)),
-                                                             message=script)
+    return Wait(client, timeout=WAIT_S, interval=0.2).until(
+        lambda c: c.execute_script(script, script_args=list(args)), message=script
+    )
 
 
 def test_firefox_shows_the_jobs_table_and_a_jobs_charts_without_errors(firefox, dashboard_stack, alice, keys):
@@ -84,22 +97,42 @@ def test_firefox_shows_the_jobs_table_and_a_jobs_charts_without_errors(firefox, 
     field = firefox.find_element("css selector", "#key-input")
     field.send_keys(keys["alice"])
     field.send_keys(Keys.ENTER)
-    until(firefox, "return document.querySelector(`#jobs tr[data-job-id='${arguments[0]}'] [data-status='succeeded']`)", done.id)
-    assert firefox.execute_script("return document.querySelector(`#jobs tr[data-job-id='${arguments[0]}'] a`).textContent",
-                                  script_args=[done.id]) == "firefox-job"
+    until(
+        firefox,
+        "return document.querySelector(`#jobs tr[data-job-id='${arguments[0]}'] [data-status='succeeded']`)",
+        done.id,
+    )
+    assert (
+        firefox.execute_script(
+            "return document.querySelector(`#jobs tr[data-job-id='${arguments[0]}'] a`).textContent",
+            script_args=[done.id],
+        )
+        == "firefox-job"
+    )
 
     firefox.navigate(f"{url}/ui/#/jobs/{done.id}")
-    final = httpx.get(f"{url}/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": keys["alice"]}).json()
+    final = httpx.get(
+        f"{url}/v1/jobs/{done.id}/metrics?names=delta_k,delta_k_logits", headers={"X-API-Key": keys["alice"]}
+    ).json()
     expected = sum(sum(v is not None and v > 0 for v in series["value"]) for series in final.values())  # log axis
-    until(firefox, "return document.querySelector('#curves [data-chart=\"delta_k\"]')?.dataset.points === arguments[0]", str(expected))
+    until(
+        firefox,
+        "return document.querySelector('#curves [data-chart=\"delta_k\"]')?.dataset.points === arguments[0]",
+        str(expected),
+    )
     drawn = firefox.execute_script(
-        "return [...document.querySelectorAll('#curves .chart canvas')].map((c) => c.width * c.height).filter((a) => a > 0).length")
+        "return [...document.querySelectorAll('#curves .chart canvas')].map((c) => c.width * c.height).filter((a) => a > 0).length"
+    )
     assert drawn >= 4, "loss, ΔK, weight change and linearization error are drawn on canvases"
     assert until(firefox, "return document.querySelector('main h1').textContent") == "firefox-job"
 
     # The error reader sees a CSP violation (an inline script the page's policy blocks), so an empty list means something.
     assert page_errors(firefox) == []
-    firefox.execute_script("document.body.append(Object.assign(document.createElement('script'), {textContent: 'document.body.dataset.ran = 1'}))")
+    firefox.execute_script(
+        "document.body.append(Object.assign(document.createElement('script'), {textContent: 'document.body.dataset.ran = 1'}))"
+    )
     errors = Wait(firefox, timeout=10).until(page_errors, message="the blocked inline script was not reported")
     assert len(errors) == 1 and errors[0].startswith("CSP"), errors
-    assert firefox.execute_script("return document.body.dataset.ran === undefined"), "the Content-Security-Policy blocks inline scripts in Firefox"
+    assert firefox.execute_script("return document.body.dataset.ran === undefined"), (
+        "the Content-Security-Policy blocks inline scripts in Firefox"
+    )

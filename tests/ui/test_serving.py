@@ -63,4 +63,6 @@ def test_no_script_of_the_page_writes_html_from_strings():
     assert scripts
     for script in scripts:
         text = script.read_text()
-        assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", text), script
+        assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", text), (
+            script
+        )

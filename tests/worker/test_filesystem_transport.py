@@ -45,7 +45,11 @@ def test_a_published_message_is_still_delivered(app):
     with app.connection_for_write() as connection:
         connection.Producer().publish({"job": 7}, routing_key="q-test", declare=[Queue("q-test")], serializer="json")
     with app.connection_for_read() as connection:
-        with Consumer(connection, queues=[Queue("q-test")], accept=["json"],
-                      callbacks=[lambda body, message: (received.append(body), message.ack())]):
+        with Consumer(
+            connection,
+            queues=[Queue("q-test")],
+            accept=["json"],
+            callbacks=[lambda body, message: (received.append(body), message.ack())],
+        ):
             connection.drain_events(timeout=2.0)
     assert received == [{"job": 7}]

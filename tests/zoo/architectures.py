@@ -63,95 +63,179 @@ def _hf(build: Callable[[], nn.Module], x: Tensor, head_width: int | None = None
 
 def gpt2() -> Member:
     from transformers import GPT2Config, GPT2ForSequenceClassification
-    config = GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2, num_labels=OUT, pad_token_id=0)
+
+    config = GPT2Config(
+        vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2, num_labels=OUT, pad_token_id=0
+    )
     return _hf(lambda: GPT2ForSequenceClassification(config), tokens())
 
 
 def bert() -> Member:
     from transformers import BertConfig, BertForSequenceClassification
-    config = BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=OUT)
+
+    config = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=OUT,
+    )
     return _hf(lambda: BertForSequenceClassification(config), tokens())
 
 
 def llama() -> Member:
     from transformers import LlamaConfig, LlamaForSequenceClassification
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16, num_labels=OUT, pad_token_id=0)
+
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+        num_labels=OUT,
+        pad_token_id=0,
+    )
     return _hf(lambda: LlamaForSequenceClassification(config), tokens())
 
 
 def vit() -> Member:
     from transformers import ViTConfig, ViTForImageClassification
-    config = ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=16, num_hidden_layers=2,
-                       num_attention_heads=2, intermediate_size=32, num_labels=OUT)
+
+    config = ViTConfig(
+        image_size=16,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=OUT,
+    )
     return _hf(lambda: ViTForImageClassification(config), images())
 
 
 def resnet() -> Member:
     from transformers import ResNetConfig, ResNetForImageClassification
-    config = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=OUT)
+
+    config = ResNetConfig(
+        num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=OUT
+    )
     return _hf(lambda: ResNetForImageClassification(config), images())
 
 
 def convnext() -> Member:
     from transformers import ConvNextConfig, ConvNextForImageClassification
-    config = ConvNextConfig(num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], patch_size=2, num_labels=OUT)
+
+    config = ConvNextConfig(
+        num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], patch_size=2, num_labels=OUT
+    )
     return _hf(lambda: ConvNextForImageClassification(config), images())
 
 
 def mobilenet_v2() -> Member:
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
     config = MobileNetV2Config(num_channels=3, image_size=16, depth_multiplier=0.25, num_labels=OUT)
     return _hf(lambda: MobileNetV2ForImageClassification(config), images())
 
 
 def distilbert() -> Member:
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
-    config = DistilBertConfig(vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=16, num_labels=OUT)
+
+    config = DistilBertConfig(
+        vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=16, num_labels=OUT
+    )
     return _hf(lambda: DistilBertForSequenceClassification(config), tokens())
 
 
 def roberta() -> Member:
     from transformers import RobertaConfig, RobertaForSequenceClassification
-    config = RobertaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                           max_position_embeddings=20, num_labels=OUT, pad_token_id=0)
+
+    config = RobertaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=20,
+        num_labels=OUT,
+        pad_token_id=0,
+    )
     return _hf(lambda: RobertaForSequenceClassification(config), tokens())
 
 
 def mistral() -> Member:
     from transformers import MistralConfig, MistralForSequenceClassification
-    config = MistralConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-                           num_key_value_heads=2, max_position_embeddings=16, num_labels=OUT, pad_token_id=0, sliding_window=None)
+
+    config = MistralConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+        num_labels=OUT,
+        pad_token_id=0,
+        sliding_window=None,
+    )
     return _hf(lambda: MistralForSequenceClassification(config), tokens())
 
 
 def t5_encoder() -> Member:
     from transformers import T5Config, T5EncoderModel
-    config = T5Config(vocab_size=VOCAB, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, relative_attention_num_buckets=8)
+
+    config = T5Config(
+        vocab_size=VOCAB, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, relative_attention_num_buckets=8
+    )
     config._attn_implementation = "eager"  # the TorchScript exporter's SDPA takes no float64 mask
     return _hf(lambda: T5EncoderModel(config), tokens(), head_width=16)
 
 
 def deit() -> Member:
     from transformers import DeiTConfig, DeiTForImageClassification
-    config = DeiTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, num_labels=OUT)
+
+    config = DeiTConfig(
+        image_size=16,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=OUT,
+    )
     return _hf(lambda: DeiTForImageClassification(config), images())
 
 
 def swin() -> Member:
     from transformers import SwinConfig, SwinForImageClassification
-    config = SwinConfig(image_size=16, patch_size=2, num_channels=3, embed_dim=8, depths=[1, 1], num_heads=[1, 2],
-                        window_size=4, mlp_ratio=2.0, num_labels=OUT)
+
+    config = SwinConfig(
+        image_size=16,
+        patch_size=2,
+        num_channels=3,
+        embed_dim=8,
+        depths=[1, 1],
+        num_heads=[1, 2],
+        window_size=4,
+        mlp_ratio=2.0,
+        num_labels=OUT,
+    )
     config._attn_implementation = "eager"  # the TorchScript exporter's SDPA takes no float64 mask
     return _hf(lambda: SwinForImageClassification(config), images())
 
 
 def efficientnet() -> Member:
     from transformers import EfficientNetConfig, EfficientNetForImageClassification
-    config = EfficientNetConfig(num_channels=3, image_size=32, width_coefficient=0.1, depth_coefficient=0.1,
-                                hidden_dim=128, num_labels=OUT)
+
+    config = EfficientNetConfig(
+        num_channels=3, image_size=32, width_coefficient=0.1, depth_coefficient=0.1, hidden_dim=128, num_labels=OUT
+    )
     return _hf(lambda: EfficientNetForImageClassification(config), images(shape=(3, 32, 32)))
 
 
@@ -203,9 +287,20 @@ def gru() -> Member:
 
 def conv1d_groupnorm() -> Member:
     """Conv1d + GroupNorm + SiLU over [n, C, L] signals, pooled."""
-    return _nn(lambda: nn.Sequential(nn.Conv1d(2, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.SiLU(), nn.Conv1d(8, 8, 3, stride=2),
-                                     nn.GroupNorm(2, 8), nn.SiLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(8, OUT)),
-               torch.randn(4, 2, 12, generator=torch.Generator().manual_seed(1), dtype=torch.float64))
+    return _nn(
+        lambda: nn.Sequential(
+            nn.Conv1d(2, 8, 3, padding=1),
+            nn.GroupNorm(4, 8),
+            nn.SiLU(),
+            nn.Conv1d(8, 8, 3, stride=2),
+            nn.GroupNorm(2, 8),
+            nn.SiLU(),
+            nn.AdaptiveAvgPool1d(1),
+            nn.Flatten(),
+            nn.Linear(8, OUT),
+        ),
+        torch.randn(4, 2, 12, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
+    )
 
 
 def _trained_batch_norms(module: nn.Module) -> nn.Module:
@@ -220,28 +315,73 @@ def _trained_batch_norms(module: nn.Module) -> nn.Module:
 
 def vgg_batchnorm() -> Member:
     """A VGG-style CNN: (Conv 3×3, BatchNorm, ReLU) ×2, max-pool, twice, then a linear head."""
+
     def block(c_in: int, c_out: int) -> list[nn.Module]:
         return [nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU()]
 
-    return _nn(lambda: _trained_batch_norms(nn.Sequential(*block(3, 4), *block(4, 4), nn.MaxPool2d(2), *block(4, 8), nn.MaxPool2d(2),
-                                                           nn.Flatten(), nn.Linear(8 * 4 * 4, OUT))), images())
+    return _nn(
+        lambda: _trained_batch_norms(
+            nn.Sequential(
+                *block(3, 4),
+                *block(4, 4),
+                nn.MaxPool2d(2),
+                *block(4, 8),
+                nn.MaxPool2d(2),
+                nn.Flatten(),
+                nn.Linear(8 * 4 * 4, OUT),
+            )
+        ),
+        images(),
+    )
 
 
 def depthwise_cnn() -> Member:
     """MobileNet-style depthwise-separable blocks: depthwise 3×3 (groups = C), BatchNorm, ReLU6, pointwise 1×1."""
-    def separable(c_in: int, c_out: int, stride: int) -> list[nn.Module]:
-        return [nn.Conv2d(c_in, c_in, 3, stride=stride, padding=1, groups=c_in, bias=False), nn.BatchNorm2d(c_in), nn.ReLU6(),
-                nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU6()]
 
-    return _nn(lambda: _trained_batch_norms(nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), *separable(8, 16, 1),
-                                                           *separable(16, 16, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                                           nn.Linear(16, OUT))), images())
+    def separable(c_in: int, c_out: int, stride: int) -> list[nn.Module]:
+        return [
+            nn.Conv2d(c_in, c_in, 3, stride=stride, padding=1, groups=c_in, bias=False),
+            nn.BatchNorm2d(c_in),
+            nn.ReLU6(),
+            nn.Conv2d(c_in, c_out, 1, bias=False),
+            nn.BatchNorm2d(c_out),
+            nn.ReLU6(),
+        ]
+
+    return _nn(
+        lambda: _trained_batch_norms(
+            nn.Sequential(
+                nn.Conv2d(3, 8, 3, stride=2, padding=1),
+                *separable(8, 16, 1),
+                *separable(16, 16, 2),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(16, OUT),
+            )
+        ),
+        images(),
+    )
 
 
 ARCHITECTURES: dict[str, Callable[[], Member]] = {
-    "gpt2": gpt2, "bert": bert, "distilbert": distilbert, "roberta": roberta, "llama": llama, "mistral": mistral,
-    "t5_encoder": t5_encoder, "vit": vit, "deit": deit, "swin": swin, "convnext": convnext, "resnet": resnet,
-    "mobilenet_v2": mobilenet_v2, "efficientnet": efficientnet,
-    "transformer_encoder": transformer_encoder, "lstm": lstm, "gru": gru, "conv1d_groupnorm": conv1d_groupnorm,
-    "vgg_batchnorm": vgg_batchnorm, "depthwise_cnn": depthwise_cnn,
+    "gpt2": gpt2,
+    "bert": bert,
+    "distilbert": distilbert,
+    "roberta": roberta,
+    "llama": llama,
+    "mistral": mistral,
+    "t5_encoder": t5_encoder,
+    "vit": vit,
+    "deit": deit,
+    "swin": swin,
+    "convnext": convnext,
+    "resnet": resnet,
+    "mobilenet_v2": mobilenet_v2,
+    "efficientnet": efficientnet,
+    "transformer_encoder": transformer_encoder,
+    "lstm": lstm,
+    "gru": gru,
+    "conv1d_groupnorm": conv1d_groupnorm,
+    "vgg_batchnorm": vgg_batchnorm,
+    "depthwise_cnn": depthwise_cnn,
 }

@@ -41,8 +41,10 @@ def default_job(name: str, folder) -> tuple[JobSpec, Uploads]:
     spec = uploaded_job(name, folder, POINTS)
     spec.pop("dtype"), spec.pop("diagnostics")
     spec["training"] = {"max_steps": STEPS, "target_loss": None}
-    uploads = Uploads(datasets={spec["data"]["id"]: (np.load(folder / "x.npy"), np.load(folder / "y.npy"))},
-                      models={spec["model"]["id"]: (folder / "model.onnx").read_bytes()})
+    uploads = Uploads(
+        datasets={spec["data"]["id"]: (np.load(folder / "x.npy"), np.load(folder / "y.npy"))},
+        models={spec["model"]["id"]: (folder / "model.onnx").read_bytes()},
+    )
     return JobSpec.model_validate(spec), uploads
 
 
@@ -61,4 +63,6 @@ def test_default_diagnostics_cost_at_most_the_training_and_the_hessian_is_certif
     diagnostics = sum(seconds for phase, seconds in timings.items() if phase not in NOT_DIAGNOSTICS)
     assert [w.code for w in result.warnings if w.code == "hessian_not_converged"] == []
     assert result.summary["steps"] == STEPS and result.summary["hessian_norm_final"] > 0
-    assert diagnostics <= timings["training"], f"{name}: diagnostics {diagnostics:.2f} s > training {timings['training']:.2f} s: {timings}"
+    assert diagnostics <= timings["training"], (
+        f"{name}: diagnostics {diagnostics:.2f} s > training {timings['training']:.2f} s: {timings}"
+    )

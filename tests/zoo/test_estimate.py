@@ -58,9 +58,19 @@ pytest.importorskip("transformers")
 REPO = Path(__file__).resolve().parents[2]
 MODEL_ID, DATASET_ID = "mdl_" + "0" * 32, "ds_" + "0" * 32
 PROBE = 512
-MEMBERS = [("gpt2", PROBE), ("resnet", PROBE), ("lstm", PROBE),
-           ("efficientnet", 256)]  # 256 points: already 0.8 GB, and 3× faster than 512
-DIAGNOSTICS = {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernels": ["init"], "save_weights": False}
+MEMBERS = [
+    ("gpt2", PROBE),
+    ("resnet", PROBE),
+    ("lstm", PROBE),
+    ("efficientnet", 256),
+]  # 256 points: already 0.8 GB, and 3× faster than 512
+DIAGNOSTICS = {
+    "kernel": None,
+    "hessian": None,
+    "layer_sensitivity": False,
+    "save_kernels": ["init"],
+    "save_weights": False,
+}
 
 PROGRAM = """
 import json, sys
@@ -103,19 +113,38 @@ def uploaded_job(name: str, folder: Path, points: int = PROBE) -> dict:
         onnx_bytes = export_module(member.module, member.x)
     (folder / "model.onnx").write_bytes(onnx_bytes)
     checked = check_onnx(folder / "model.onnx", Settings())
-    counted = {field: getattr(checked, field) for field in StoredModel.model_fields if hasattr(checked, field)}  # as stored
+    counted = {
+        field: getattr(checked, field) for field in StoredModel.model_fields if hasattr(checked, field)
+    }  # as stored
     shape, integer = list(member.x.shape[1:]), not member.x.is_floating_point()
     generator = torch.Generator().manual_seed(3)
-    x = (torch.randint(1, VOCAB, (points, *shape), generator=generator) if integer
-         else torch.randn(points, *shape, generator=generator, dtype=torch.float64))
+    x = (
+        torch.randint(1, VOCAB, (points, *shape), generator=generator)
+        if integer
+        else torch.randn(points, *shape, generator=generator, dtype=torch.float64)
+    )
     np.save(folder / "x.npy", x.numpy())
     np.save(folder / "y.npy", np.random.default_rng(0).normal(size=(points, OUT)))
     return {
-        "dtype": "float64", "seed": 0,
-        "model": {"kind": "onnx", "id": MODEL_ID, "stored": {
-            **counted, "input_shape": shape, "output_dim": checked.outputs[0]["shape"][1], "input_integer": integer}},
-        "data": {"kind": "dataset", "id": DATASET_ID, "n_train": points, "probe": {"n": points},
-                 "stored": {"points": points, "x_shape": shape, "x_integer": integer, "y_width": OUT}},
+        "dtype": "float64",
+        "seed": 0,
+        "model": {
+            "kind": "onnx",
+            "id": MODEL_ID,
+            "stored": {
+                **counted,
+                "input_shape": shape,
+                "output_dim": checked.outputs[0]["shape"][1],
+                "input_integer": integer,
+            },
+        },
+        "data": {
+            "kind": "dataset",
+            "id": DATASET_ID,
+            "n_train": points,
+            "probe": {"n": points},
+            "stored": {"points": points, "x_shape": shape, "x_integer": integer, "y_width": OUT},
+        },
         "training": {"max_steps": 1, "lr": 0.1},
         "diagnostics": DIAGNOSTICS,
     }
@@ -123,8 +152,14 @@ def uploaded_job(name: str, folder: Path, points: int = PROBE) -> dict:
 
 def measured_kernel_peak(spec: dict, folder: Path) -> dict:
     """{growth: peak resident bytes the kernel phase added, method: the method it ran}, in a fresh interpreter."""
-    answer = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(spec), str(folder)], cwd=REPO,
-                            capture_output=True, text=True, check=False, timeout=300)
+    answer = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(spec), str(folder)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert answer.returncode == 0, answer.stderr[-3000:]
     return json.loads(answer.stdout.strip().splitlines()[-1])
 
@@ -137,5 +172,7 @@ def test_the_estimate_is_within_twice_the_measured_kernel_peak(name, points, tmp
     growth = measured["growth"]
     assert growth > 150 * 2**20, f"{name}: the kernel grew the process by only {growth} bytes; too small to compare"
     ratio = estimate.memory_bytes / growth
-    assert 0.5 <= ratio <= 2, (f"{name}: estimated {estimate.memory_bytes} bytes ({estimate.memory_dominant.name} the "
-                               f"largest term), measured {growth} ({measured['method']}) (×{ratio:.2f})")
+    assert 0.5 <= ratio <= 2, (
+        f"{name}: estimated {estimate.memory_bytes} bytes ({estimate.memory_dominant.name} the "
+        f"largest term), measured {growth} ({measured['method']}) (×{ratio:.2f})"
+    )

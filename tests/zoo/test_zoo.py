@@ -46,12 +46,16 @@ def submitted(stack):
             y = np.random.default_rng(0).normal(size=(member.x.shape[0], OUT))
             data = client.datasets.upload(member.x, y, name=name)
             spec = {
-                "dtype": "float64", "seed": 0,
+                "dtype": "float64",
+                "seed": 0,
                 "model": {"kind": "onnx", "id": model.id},
                 "data": {"kind": "dataset", "id": data.id, "probe": {"n": member.x.shape[0]}},
                 "training": {"max_steps": 1, "lr": 1e-3, "target_loss": None},
-                "diagnostics": {"kernel": {"schedule": "every", "every": 1}, "save_kernels": ["init"],
-                                "hessian": HESSIAN if name in SMALLEST else None},
+                "diagnostics": {
+                    "kernel": {"schedule": "every", "every": 1},
+                    "save_kernels": ["init"],
+                    "hessian": HESSIAN if name in SMALLEST else None,
+                },
             }
             jobs[name] = (member, model, client.jobs.create(spec))
         yield client, jobs
@@ -73,5 +77,3 @@ def test_the_upload_has_the_modules_parameters_and_the_job_its_exact_kernel(subm
     if name in SMALLEST:
         expected = module_hessian_norm(member.module, member.x[: HESSIAN["probe_points"]])
         assert done.summary["hessian_norm_init"] == pytest.approx(expected, rel=1e-8)
-
-

@@ -8,7 +8,7 @@ one of ntklab's networks has no head attribute: its head is the identity (head_o
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -76,6 +76,4 @@ def hidden_activation(name: str) -> Callable[[Tensor], Tensor]:
     try:
         return HIDDEN_ACTIVATIONS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown activation {name!r}; expected one of {', '.join(HIDDEN_ACTIVATIONS)}"
-        ) from None
+        raise ValueError(f"unknown activation {name!r}; expected one of {', '.join(HIDDEN_ACTIVATIONS)}") from None

@@ -108,7 +108,9 @@ def model_hessian_operator(
     return _hessian_operator(lambda w: function(w)[0, a], flat.w)
 
 
-def loss_hessian_operator(net: nn.Module, x: Tensor, y: Tensor, loss: str, *, names: list[str] | None = None) -> Operator:
+def loss_hessian_operator(
+    net: nn.Module, x: Tensor, y: Tensor, loss: str, *, names: list[str] | None = None
+) -> Operator:
     """∇²L(w) over the points x [n, ...] with targets y [n, O] (or class labels [n])."""
     flat = FlatWeights(net, names)
     function, ell = network_function(net, flat, x, loss_reads(loss)), summed_loss(loss)

@@ -26,8 +26,6 @@ import numpy as np
 import torch
 from sklearn import datasets as sk
 
-from workers.engine import uploads
-
 from api_schemas.spec import (
     BuiltinData,
     DatasetData,
@@ -38,6 +36,7 @@ from api_schemas.spec import (
     Targets,
     takes_integer_inputs,
 )
+from workers.engine import uploads
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,10 @@ def check_labels(labels: np.ndarray, classes: int | None) -> None:
     """Class labels [n] must index the model's `classes` outputs (the service refuses others at submission;
     an index past the logits would otherwise fail inside the loss, on a GPU as a device-side assert)."""
     if classes is None or labels.min() < 0 or labels.max() >= classes:
-        raise ValueError(f"class labels y lie in [{labels.min()}, {labels.max()}]; the model's {classes} outputs "
-                         f"take labels in [0, {classes})")
+        raise ValueError(
+            f"class labels y lie in [{labels.min()}, {labels.max()}]; the model's {classes} outputs "
+            f"take labels in [0, {classes})"
+        )
 
 
 def standardize(x: np.ndarray) -> np.ndarray:

@@ -104,5 +104,5 @@ def _masked_shift_sum(flat: Tensor, masks: dict[int, Tensor], *, step: int) -> T
     for e, mask in masks.items():
         shift = e * step
         lo, hi = max(0, -shift), size - max(0, shift)
-        total[:, lo:hi].addcmul_(flat[:, lo + shift:hi + shift], mask[lo:hi].to(flat.device, flat.dtype))
+        total[:, lo:hi].addcmul_(flat[:, lo + shift : hi + shift], mask[lo:hi].to(flat.device, flat.dtype))
     return total

@@ -79,7 +79,9 @@ def closed_form(name: str, a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Ten
         return _arc_cosine(a, b, c)
     if name == "erf":
         pa, pb = 1 + 2 * a, 1 + 2 * b
-        return (2 / math.pi) * torch.arcsin(2 * c / torch.sqrt(pa * pb)), (4 / math.pi) / torch.sqrt(pa * pb - 4 * c * c)
+        return (2 / math.pi) * torch.arcsin(2 * c / torch.sqrt(pa * pb)), (4 / math.pi) / torch.sqrt(
+            pa * pb - 4 * c * c
+        )
     if name == "identity":
         return c, torch.ones_like(c)
     if name == "quadratic":
@@ -112,8 +114,10 @@ def closed_form_mean(name: str, a: Tensor) -> Tensor | None:
 def nodes(order: int, dtype: torch.dtype = torch.float64, device=None) -> tuple[Tensor, Tensor]:
     """Probabilists' Gauss–Hermite nodes s [N] and weights w [N] normalised to Σ w = 1 (E over N(0, 1))."""
     s, w = roots_hermitenorm(order)
-    return (torch.as_tensor(s, dtype=dtype, device=device),
-            torch.as_tensor(w / math.sqrt(2 * math.pi), dtype=dtype, device=device))
+    return (
+        torch.as_tensor(s, dtype=dtype, device=device),
+        torch.as_tensor(w / math.sqrt(2 * math.pi), dtype=dtype, device=device),
+    )
 
 
 def value_and_derivative(sigma: Callable[[Tensor], Tensor], z: Tensor) -> tuple[Tensor, Tensor]:
@@ -158,8 +162,14 @@ class Expansion:
 
     def at(self, index) -> Expansion:
         """The expansion at the points `index` selects (it indexes the leading point dimensions)."""
-        return Expansion(self.coefficients[index], self.second[index], self.tail[index], self.error[index],
-                         self.late_error[index], self.order)
+        return Expansion(
+            self.coefficients[index],
+            self.second[index],
+            self.tail[index],
+            self.error[index],
+            self.late_error[index],
+            self.order,
+        )
 
 
 def activation_and_derivative(name: str) -> Callable[[Tensor], Tensor]:
@@ -188,8 +198,11 @@ def choose_expansion(name: str, variance: Tensor, tolerance: float) -> Expansion
             break
         coarse = fine
     points = variance.shape
-    return Expansion(rule.coefficients.reshape(*points, 2, -1),
-                     *(t.reshape(*points, 2) for t in (rule.second, rule.tail, rule.error, rule.late_error)), rule.order)
+    return Expansion(
+        rule.coefficients.reshape(*points, 2, -1),
+        *(t.reshape(*points, 2) for t in (rule.second, rule.tail, rule.error, rule.late_error)),
+        rule.order,
+    )
 
 
 def _fewest_terms(fine: Tensor, coarse: Tensor, second: Tensor, tolerance: float, order: int) -> Expansion:
@@ -217,12 +230,20 @@ def mehler_bound(left: Expansion, right: Expansion, rho: Tensor) -> Tensor:
     """B = |ρ|^K √(τ(a) τ(b)) + ε₀(a) + ε₀(b) + |ρ|^⌈K/2⌉ (ε₁(a) + ε₁(b)), the larger for σ and σ' [...], for
     expansions at the pairs' two points."""
     decay, late = rho.abs() ** left.terms, rho.abs() ** ((left.terms + 1) // 2)
-    return torch.maximum(*(decay * torch.sqrt(left.tail[..., g] * right.tail[..., g]) + left.error[..., g] + right.error[..., g]
-                           + late * (left.late_error[..., g] + right.late_error[..., g]) for g in (0, 1)))
+    return torch.maximum(
+        *(
+            decay * torch.sqrt(left.tail[..., g] * right.tail[..., g])
+            + left.error[..., g]
+            + right.error[..., g]
+            + late * (left.late_error[..., g] + right.late_error[..., g])
+            for g in (0, 1)
+        )
+    )
 
 
-def pair_expectations(name: str, left: Expansion, right: Expansion, a: Tensor, b: Tensor, rho: Tensor,
-                      tolerance: float) -> tuple[Tensor, Tensor]:
+def pair_expectations(
+    name: str, left: Expansion, right: Expansion, a: Tensor, b: Tensor, rho: Tensor, tolerance: float
+) -> tuple[Tensor, Tensor]:
     """(E[σσ], E[σ'σ']) [..., 2] and each pair's relative error bound [...] for pairs of variances a, b and
     correlations ρ broadcast to one shape [...], left and right the expansions at their points (broadcast
     likewise): Mehler's series where its bound B ≤ tolerance, the polar rule where not."""
@@ -233,8 +254,14 @@ def pair_expectations(name: str, left: Expansion, right: Expansion, a: Tensor, b
         return values, bound
     shape = bound.shape
     scale = torch.sqrt(left.second.expand(*shape, 2)[hard] * right.second.expand(*shape, 2)[hard])  # [m, 2]
-    polar, error = gaussian_quadrature.expectations(activation_and_derivative(name), a.expand(shape)[hard],
-                                                    b.expand(shape)[hard], rho[hard], scale.T, tolerance=tolerance)
+    polar, error = gaussian_quadrature.expectations(
+        activation_and_derivative(name),
+        a.expand(shape)[hard],
+        b.expand(shape)[hard],
+        rho[hard],
+        scale.T,
+        tolerance=tolerance,
+    )
     better = error < bound[hard]
     values[hard] = torch.where(better[:, None], polar.T, values[hard])
     bound[hard] = torch.minimum(error, bound[hard])
@@ -251,7 +278,9 @@ def _hardest(bound: Tensor, tolerance: float) -> tuple[Tensor, ...]:
     return torch.unravel_index(over, bound.shape)
 
 
-def quadrature(name: str, variance: Tensor, covariance: Tensor, *, tolerance: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def quadrature(
+    name: str, variance: Tensor, covariance: Tensor, *, tolerance: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """E[σ(u)σ(v)], E[σ'(u)σ'(v)] [n, n, P, P], E[σ(u)] [n, P] and each pair's relative error bound [n, n, P, P]
     by quadrature alone, for the points' variances [n, P] and covariances [n, n, P, P]."""
     a, b = variance[:, None, :, None], variance[None, :, None, :]
@@ -261,7 +290,9 @@ def quadrature(name: str, variance: Tensor, covariance: Tensor, *, tolerance: fl
     return values[..., 0], values[..., 1], rule.coefficients[..., 0, 0], bound
 
 
-def layer_expectations(name: str, variance: Tensor, covariance: Tensor, *, tolerance: float) -> tuple[Tensor, Tensor, Tensor, float]:
+def layer_expectations(
+    name: str, variance: Tensor, covariance: Tensor, *, tolerance: float
+) -> tuple[Tensor, Tensor, Tensor, float]:
     """E[σ(u)σ(v)], E[σ'(u)σ'(v)] [n, n, P, P] and E[σ(u)] [n, P] for u, v at the points' variances [n, P]
     and covariances [n, n, P, P]; the last item bounds the relative error (0 for the closed forms)."""
     a, b = variance[:, None, :, None], variance[None, :, None, :]

@@ -48,7 +48,9 @@ NODES_PER_CHUNK = 1 << 20
 Activation = Callable[[Tensor], Tensor]  # z [...] -> (σ(z), σ'(z)) stacked [2, ...]
 
 
-def expectations(g: Activation, a: Tensor, b: Tensor, rho: Tensor, scale: Tensor, *, tolerance: float) -> tuple[Tensor, Tensor]:
+def expectations(
+    g: Activation, a: Tensor, b: Tensor, rho: Tensor, scale: Tensor, *, tolerance: float
+) -> tuple[Tensor, Tensor]:
     """E[g(u) g(v)] [2, m] for m pairs with variances a, b and correlations ρ [m], and each pair's error
     estimate [m]: the largest over g of |Q_n − Q_{n/2}| / scale, scale [2, m]."""
     value = torch.zeros(2, len(a), dtype=a.dtype, device=a.device)
@@ -69,8 +71,17 @@ def expectations(g: Activation, a: Tensor, b: Tensor, rho: Tensor, scale: Tensor
 def polar_rule(g: Activation, a: Tensor, b: Tensor, rho: Tensor, order: int) -> Tensor:
     """The 4n²-node polar rule (n = order) for E[g(u) g(v)] [2, m], in chunks of pairs."""
     chunk = max(1, NODES_PER_CHUNK // (4 * order * order))
-    return torch.cat([_polar_chunk(g, a[s:s + chunk], b[s:s + chunk], rho[s:s + chunk], order)
-                      for s in range(0, len(a), chunk)], dim=1) if len(a) else a.new_zeros(2, 0)
+    return (
+        torch.cat(
+            [
+                _polar_chunk(g, a[s : s + chunk], b[s : s + chunk], rho[s : s + chunk], order)
+                for s in range(0, len(a), chunk)
+            ],
+            dim=1,
+        )
+        if len(a)
+        else a.new_zeros(2, 0)
+    )
 
 
 def _polar_chunk(g: Activation, a: Tensor, b: Tensor, rho: Tensor, order: int) -> Tensor:

@@ -134,14 +134,25 @@ class LayerMaker:
     def linear(self, in_features: int, out_features: int, *, bias: bool, readout: bool = False) -> ScaledLinear:
         c, std = multiplier_and_std(in_features, self.parameterization, readout=readout)
         beta = bias_multiplier(in_features, self.parameterization, readout=readout)
-        layer = ScaledLinear(in_features, out_features, bias=bias, weight_multiplier=c, bias_multiplier=beta, **self.common)
+        layer = ScaledLinear(
+            in_features, out_features, bias=bias, weight_multiplier=c, bias_multiplier=beta, **self.common
+        )
         initialise_(layer, std, self.generator)
         return layer
 
-    def conv(self, in_channels: int, out_channels: int, kernel: int, *, stride: int, padding: int, bias: bool) -> ScaledConv2d:
+    def conv(
+        self, in_channels: int, out_channels: int, kernel: int, *, stride: int, padding: int, bias: bool
+    ) -> ScaledConv2d:
         c, std = multiplier_and_std(in_channels * kernel**2, self.parameterization, readout=False)
         layer = ScaledConv2d(
-            in_channels, out_channels, kernel, stride=stride, padding=padding, bias=bias, weight_multiplier=c, **self.common
+            in_channels,
+            out_channels,
+            kernel,
+            stride=stride,
+            padding=padding,
+            bias=bias,
+            weight_multiplier=c,
+            **self.common,
         )
         initialise_(layer, std, self.generator)
         return layer
@@ -163,7 +174,12 @@ def _dense(maker: LayerMaker, planned: PlannedLayer) -> nn.Module:
 def _conv2d(maker: LayerMaker, planned: PlannedLayer) -> nn.Module:
     spec = planned.layer
     return maker.conv(
-        planned.in_shape[0], spec.width, spec.kernel_size, stride=spec.stride, padding=spec.padding, bias=maker.has_bias(planned)
+        planned.in_shape[0],
+        spec.width,
+        spec.kernel_size,
+        stride=spec.stride,
+        padding=spec.padding,
+        bias=maker.has_bias(planned),
     )
 
 
@@ -190,7 +206,9 @@ def _embedding(maker: LayerMaker, planned: PlannedLayer) -> nn.Module:
 
 def _patch_embed(maker: LayerMaker, planned: PlannedLayer) -> nn.Module:
     spec = planned.layer
-    conv = maker.conv(planned.in_shape[0], spec.width, spec.patch, stride=spec.patch, padding=0, bias=maker.has_bias(planned))
+    conv = maker.conv(
+        planned.in_shape[0], spec.width, spec.patch, stride=spec.patch, padding=0, bias=maker.has_bias(planned)
+    )
     positions = maker.embedding(planned.out_shape[0], spec.width) if spec.positions else None
     return graph_layers.PatchEmbed(conv, positions)
 

@@ -83,7 +83,9 @@ class LayerNorm(nn.Module):
         return F.layer_norm(h, (self.features,), self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.features}, affine={self.weight is not None}, eps={self.eps}, channels_first={self.channels_first}"
+        return (
+            f"{self.features}, affine={self.weight is not None}, eps={self.eps}, channels_first={self.channels_first}"
+        )
 
 
 def add_positions(z: Tensor, positions: ScaledEmbedding | None) -> Tensor:

@@ -84,7 +84,10 @@ def model_hessian(
     if model.dim <= iterations:
         ritz, method = dense_eigenvalues(hvp, runs, top_k=top_k, progress=progress), "dense"
     else:
-        ritz, method = lanczos_eigenvalues(hvp, runs, top_k=top_k, steps=iterations, tolerance=tolerance, progress=progress), "lanczos"
+        ritz, method = (
+            lanczos_eigenvalues(hvp, runs, top_k=top_k, steps=iterations, tolerance=tolerance, progress=progress),
+            "lanczos",
+        )
     return report(runs, ritz, grad_norms, method)
 
 
@@ -118,8 +121,13 @@ def lanczos_eigenvalues(
     basis_bytes = 8 * p * (min(steps, p) + 2)
     return lanczos_many(
         lambda ids, vectors: hvp.products(runs.points(ids), runs.units(ids), vectors),
-        len(runs), p,
-        steps=steps, top_k=top_k, tolerance=tolerance, dtype=hvp.model.w.dtype, device=hvp.model.w.device,
+        len(runs),
+        p,
+        steps=steps,
+        top_k=top_k,
+        tolerance=tolerance,
+        dtype=hvp.model.w.dtype,
+        device=hvp.model.w.device,
         generator=torch.Generator().manual_seed(0),
         max_active=max(1, (MEMORY_BUDGET_BYTES // 2) // basis_bytes),
         progress=progress,

@@ -66,7 +66,13 @@ class HessianSpectrum:
 
 
 def hessian_spectrum(
-    net: nn.Module, spec: HessianSpectrumDiagnostics, *, x_probe: Tensor, x_train: Tensor, y_train: Tensor, loss: str,
+    net: nn.Module,
+    spec: HessianSpectrumDiagnostics,
+    *,
+    x_probe: Tensor,
+    x_train: Tensor,
+    y_train: Tensor,
+    loss: str,
     progress: Callable[[int, int], None] | None = None,
 ) -> HessianSpectrum:
     """The spectra the spec asks for at the network's current weights (seeded: the same draws at every call).
@@ -79,9 +85,17 @@ def hessian_spectrum(
     if spec.of == "loss":
         tally = Tally(per_hessian, progress)
         batch = probe_batch(net, x_train, spec.lanczos_steps)
-        spectra = [[
-            _spectrum(lambda names: loss_hessian_operator(net, x_train, y_train, loss, names=names), groups, spec, batch, tally)
-        ]]
+        spectra = [
+            [
+                _spectrum(
+                    lambda names: loss_hessian_operator(net, x_train, y_train, loss, names=names),
+                    groups,
+                    spec,
+                    batch,
+                    tally,
+                )
+            ]
+        ]
     else:
         output_dim = getattr(net, "output_dim", None) or net(x_probe[:1]).shape[-1]
         points = x_probe[: spec.points]
@@ -89,8 +103,13 @@ def hessian_spectrum(
         batch = probe_batch(net, x_probe[:1], spec.lanczos_steps)
         spectra = [
             [
-                _spectrum(lambda names, x_i=x_i, a=a: model_hessian_operator(net, x_i, a, names=names), groups, spec,
-                          batch, tally)
+                _spectrum(
+                    lambda names, x_i=x_i, a=a: model_hessian_operator(net, x_i, a, names=names),
+                    groups,
+                    spec,
+                    batch,
+                    tally,
+                )
                 for a in range(output_dim)
             ]
             for x_i in points
@@ -140,8 +159,14 @@ def _spectrum(
     generator = torch.Generator().manual_seed(0)
     full: Operator = operator_of(None)
     quadrature = stochastic_lanczos_quadrature(
-        tally.watch(full), full.dim, probes=spec.probes, steps=spec.lanczos_steps, batch=batch, dtype=full.dtype,
-        device=full.device, generator=generator,
+        tally.watch(full),
+        full.dim,
+        probes=spec.probes,
+        steps=spec.lanczos_steps,
+        batch=batch,
+        dtype=full.dtype,
+        device=full.device,
+        generator=generator,
     )
     grid, values, sigma = quadrature.density(spec.grid, spec.bandwidth)
     edges, mass = quadrature.histogram(spec.bins)
@@ -151,12 +176,23 @@ def _spectrum(
         for group, names in groups.items():
             block = operator_of(names)
             blocks[group] = spectral_norm(
-                tally.watch(block), block.dim, steps=spec.lanczos_steps, tolerance=spec.tolerance, dtype=block.dtype,
-                device=block.device, generator=generator,
+                tally.watch(block),
+                block.dim,
+                steps=spec.lanczos_steps,
+                tolerance=spec.tolerance,
+                dtype=block.dtype,
+                device=block.device,
+                generator=generator,
             )
             hvps += block.calls
     return Spectrum(
-        quadrature.trace(), quadrature.trace_standard_error(), quadrature.nodes, quadrature.weights,
-        quadrature.moments(), {"grid": grid, "values": values, "sigma": sigma}, {"edges": edges, "mass": mass},
-        blocks, hvps,
+        quadrature.trace(),
+        quadrature.trace_standard_error(),
+        quadrature.nodes,
+        quadrature.weights,
+        quadrature.moments(),
+        {"grid": grid, "values": values, "sigma": sigma},
+        {"edges": edges, "mass": mass},
+        blocks,
+        hvps,
     )

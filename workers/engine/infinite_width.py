@@ -83,7 +83,9 @@ def _layer_maps(model: ModelSpec, x: Tensor, tolerance: float) -> tuple[Moments,
         shape = plan.image_shape or (math.prod(x.shape[1:]),)
         maps = _builtin_maps(model, plan, rho, act)
         features = plan.readout.in_size
-    readout = partial(limit_maps.dense, rho=rho(features, readout=True), bias=model.bias, trainable=model.train_output_layer)
+    readout = partial(
+        limit_maps.dense, rho=rho(features, readout=True), bias=model.bias, trainable=model.train_output_layer
+    )
     return _input_moments(x, shape), [*maps, readout]
 
 
@@ -116,8 +118,14 @@ def _builtin_maps(model: ModelSpec, plan, rho, act) -> list[LayerMap]:
     maps: list[LayerMap] = []
     for layer in plan.hidden:
         weight = (
-            partial(limit_maps.conv, kernel_size=layer.kernel_size, stride=layer.stride, padding=layer.padding,
-                    rho=rho(layer.fan_in), bias=model.bias)
+            partial(
+                limit_maps.conv,
+                kernel_size=layer.kernel_size,
+                stride=layer.stride,
+                padding=layer.padding,
+                rho=rho(layer.fan_in),
+                bias=model.bias,
+            )
             if layer.kernel_size
             else partial(limit_maps.dense, rho=rho(layer.fan_in), bias=model.bias)
         )
@@ -137,8 +145,14 @@ def _graph_map(planned: PlannedLayer, model: ModelSpec, rho, act) -> LayerMap:
     if isinstance(layer, Dense):
         return partial(limit_maps.dense, rho=rho(shape[-1]), bias=bias)
     if isinstance(layer, Conv2d):
-        return partial(limit_maps.conv, kernel_size=layer.kernel_size, stride=layer.stride, padding=layer.padding,
-                       rho=rho(shape[0] * layer.kernel_size**2), bias=bias)
+        return partial(
+            limit_maps.conv,
+            kernel_size=layer.kernel_size,
+            stride=layer.stride,
+            padding=layer.padding,
+            rho=rho(shape[0] * layer.kernel_size**2),
+            bias=bias,
+        )
     if isinstance(layer, AvgPool):
         return partial(_avg_pool, kernel_size=layer.kernel_size, stride=layer.step(), padding=layer.padding)
     if isinstance(layer, GlobalAvgPool):
@@ -195,21 +209,37 @@ def kernel_inf_distance(K: Tensor, theta: Tensor) -> float:
     outputs = K.shape[0] // n
     blocks = K.to(torch.float64).reshape(n, outputs, n, outputs)
     limit = theta[:, None, :, None] * torch.eye(outputs, dtype=torch.float64, device=theta.device)[None, :, None, :]
-    return (torch.linalg.matrix_norm((blocks - limit).reshape(n * outputs, -1)) / (math.sqrt(outputs) * torch.linalg.matrix_norm(theta))).item()
+    return (
+        torch.linalg.matrix_norm((blocks - limit).reshape(n * outputs, -1))
+        / (math.sqrt(outputs) * torch.linalg.matrix_norm(theta))
+    ).item()
 
 
 def infinite_width_report(
-    spec: JobSpec, net: nn.Module, x: Tensor, kernels_init: dict[str, Tensor], kernels_final: dict[str, Tensor] | None,
-    *, finite: bool, method: str, checkpoint: Checkpoint = no_checkpoint,
+    spec: JobSpec,
+    net: nn.Module,
+    x: Tensor,
+    kernels_init: dict[str, Tensor],
+    kernels_final: dict[str, Tensor] | None,
+    *,
+    finite: bool,
+    method: str,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> tuple[dict[str, Scalar], dict[str, Artifact]]:
     """Summary (kernel_inf_distance_init/_final, lambda_min_inf, kernel_inf_quadrature_error) and artifacts
     (kernel_inf.npy = Θ∞, nngp_inf.npy = Σ∞, both [n, n]). The final logits' kernel is the one measured
     along the path when there is one, else computed here; None after divergence."""
-    limit = limit_kernels(spec.model, x, tolerance=spec.diagnostics.infinite_width.quadrature_tolerance, checkpoint=checkpoint)
+    limit = limit_kernels(
+        spec.model, x, tolerance=spec.diagnostics.infinite_width.quadrature_tolerance, checkpoint=checkpoint
+    )
     of = "logits" if "logits" in kernels_init else "outputs"
     final = None
     if finite:
-        final = kernels_final[of] if kernels_final is not None else tangent_kernel(net, x, method=method, of="logits", checkpoint=checkpoint)
+        final = (
+            kernels_final[of]
+            if kernels_final is not None
+            else tangent_kernel(net, x, method=method, of="logits", checkpoint=checkpoint)
+        )
     summary: dict[str, Scalar] = {
         "kernel_inf_distance_init": kernel_inf_distance(kernels_init[of], limit.ntk),
         "kernel_inf_distance_final": None if final is None else kernel_inf_distance(final, limit.ntk),

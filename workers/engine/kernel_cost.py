@@ -32,7 +32,6 @@ from workers.engine.layer_capture import capture
 from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.per_sample import SavedBytes
 
-
 _PROFILES: weakref.WeakKeyDictionary[nn.Module, dict[tuple, Profile]] = weakref.WeakKeyDictionary()
 
 
@@ -42,9 +41,15 @@ def cached_profile(net: nn.Module, x: Tensor, of: str, outputs: Callable[[Tensor
     requires_grad; not its values), so a swapped layer or a frozen parameter is profiled afresh.
     `auto` is called once per kernel; profiling each time (a one-point forward under FlopCounterMode and a
     parameter-use guard) costs as much as a small network's whole structured kernel."""
-    key = (tuple(x.shape[1:]), x.dtype, x.device.type, of, getattr(net, "head", None),
-           tuple(type(m) for m in net.modules()),
-           tuple((id(p), name, tuple(p.shape), p.requires_grad) for name, p in net.named_parameters()))
+    key = (
+        tuple(x.shape[1:]),
+        x.dtype,
+        x.device.type,
+        of,
+        getattr(net, "head", None),
+        tuple(type(m) for m in net.modules()),
+        tuple((id(p), name, tuple(p.shape), p.requires_grad) for name, p in net.named_parameters()),
+    )
     profiles = _PROFILES.setdefault(net, {})
     if key not in profiles:
         profiles[key] = profile(net, x, outputs)
@@ -67,13 +72,17 @@ def profile(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> P
         forward_flops=counter.get_total_flops() + saved / itemsize,
         saved_bytes=saved,
         activations=saved // itemsize,
-        layers=tuple(_layer_shape(layer, calls.inputs, calls.outputs, calls.weight, calls.bias)
-                     for layer, calls in captured.layers.items()),
+        layers=tuple(
+            _layer_shape(layer, calls.inputs, calls.outputs, calls.weight, calls.bias)
+            for layer, calls in captured.layers.items()
+        ),
     )
 
 
 def _layer_shape(layer, inputs, outputs, weight, bias) -> LayerShape:
-    if isinstance(layer, ScaledConv2d):  # and ScaledConv1d; a grouped one as one group's fan-in C/γ·kh·kw and all C' outputs:
+    if isinstance(
+        layer, ScaledConv2d
+    ):  # and ScaledConv1d; a grouped one as one group's fan-in C/γ·kh·kw and all C' outputs:
         T = sum(z[0, 0].numel() for z in outputs)  # its per-sample FLOPs exactly, its position sum's within a factor ~2
         return LayerShape("shared", T, layer.fan_in, layer.out_channels, weight, bias)
     if isinstance(layer, ScaledEmbedding):

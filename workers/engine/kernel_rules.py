@@ -64,7 +64,13 @@ def has_rule(module: nn.Module) -> bool:
 
 
 def layer_kernel(
-    layer: nn.Module, inputs: list[Tensor], cotangents: list[Tensor], *, weight: bool, bias: bool, budget: int,
+    layer: nn.Module,
+    inputs: list[Tensor],
+    cotangents: list[Tensor],
+    *,
+    weight: bool,
+    bias: bool,
+    budget: int,
     checkpoint: Checkpoint = no_checkpoint,
 ) -> Tensor:
     """The layer's share of K, [n·O, n·O], from its calls: inputs[k] and cotangents[k] = ∂f/∂z_k [n, O, *z_k.shape[1:]];
@@ -76,8 +82,15 @@ def layer_kernel(
 
 
 def add_layer_kernel(
-    K: Tensor, layer: nn.Module, inputs: list[Tensor], cotangents: list[Tensor], *, weight: bool, bias: bool,
-    budget: int, checkpoint: Checkpoint = no_checkpoint,
+    K: Tensor,
+    layer: nn.Module,
+    inputs: list[Tensor],
+    cotangents: list[Tensor],
+    *,
+    weight: bool,
+    bias: bool,
+    budget: int,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> Tensor:
     """K += the layer's share (layer_kernel) on the blocks on and above the diagonal at least
     (symmetric_gram.py: a sum of such terms is completed by one mirror()); returns K."""
@@ -122,7 +135,9 @@ def positions_cotangents(layer: nn.Module, cotangents: list[Tensor]) -> Tensor:
 # --------------------------------------------------------------------------- the rules
 
 
-def _add_dense_layer_kernel(K: Tensor, layer: ScaledLinear, A: Tensor, G: Tensor, *, weight: bool, bias: bool) -> Tensor:
+def _add_dense_layer_kernel(
+    K: Tensor, layer: ScaledLinear, A: Tensor, G: Tensor, *, weight: bool, bias: bool
+) -> Tensor:
     """A [n, in], G [n, O, out]: K += (c²·(AAᵀ ⊗ 1_O1_Oᵀ) + β²) ⊙ (GGᵀ), the input Gram AAᵀ formed once for all
     O×O output pairs and GGᵀ by its blocks on and above the diagonal (symmetric_gram.py)."""
     n, O, _ = G.shape
@@ -173,7 +188,9 @@ def _add_grouped_conv_kernel(
         return
     for g in range(groups):
         A_g, G_g = U[:, g].transpose(1, 2), G[:, :, g].transpose(2, 3)
-        gram = _position_sum(lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget, checkpoint)
+        gram = _position_sum(
+            lambda rows, A_g=A_g: torch.einsum("itk,juk->ijtu", A_g[rows], A_g), G_g, budget, checkpoint
+        )
         K.add_(gram, alpha=c2)
 
 
@@ -188,7 +205,9 @@ def _add_embedding_kernel(K: Tensor, c2: float, tokens: Tensor, G: Tensor, budge
         for start in range(0, width, chunk):
             Gc = G[..., start : start + chunk]
             per_position = Gc.permute(0, 2, 1, 3).reshape(n * T, -1)
-            J = torch.zeros(n * U, per_position.shape[1], dtype=G.dtype, device=G.device).index_add_(0, index, per_position)
+            J = torch.zeros(n * U, per_position.shape[1], dtype=G.dtype, device=G.device).index_add_(
+                0, index, per_position
+            )
             J = J.reshape(n, U, O, -1).transpose(1, 2).reshape(n * O, -1)
             add_gram(K, J, O, alpha=c2)
             checkpoint()

@@ -31,8 +31,9 @@ def kernel_trace_by_parameter(net: nn.Module, x: Tensor, params: dict[str, Tenso
         for i in range(x.shape[0]):
             y = apply_head(head, functional_call(net, leaves, (x[i : i + 1],))).reshape(-1)  # [O]
             for a in range(y.numel()):
-                rows = torch.autograd.grad(y[a], [leaves[name] for name in names], retain_graph=a + 1 < y.numel(),
-                                           allow_unused=True)
+                rows = torch.autograd.grad(
+                    y[a], [leaves[name] for name in names], retain_graph=a + 1 < y.numel(), allow_unused=True
+                )
                 for name, row in zip(names, rows):
                     if row is not None:
                         traces[name] += float(row.pow(2).sum(dtype=torch.float64))

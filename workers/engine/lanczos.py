@@ -189,7 +189,9 @@ def lanczos_many(
         done += len(ids)
         admit()
         if progress is not None:
-            progress(done, done + sum(cap - run.taken for run in active.values()) + cap * (runs - len(results) - len(active)))
+            progress(
+                done, done + sum(cap - run.taken for run in active.values()) + cap * (runs - len(results) - len(active))
+            )
     return [results[r] for r in range(runs)]
 
 
@@ -210,7 +212,14 @@ def lanczos_top_eigenvalues(
     becomes invariant.
     """
     [ritz] = lanczos_many(
-        lambda ids, vectors: matvec(vectors[0]).unsqueeze(0), 1, dim,
-        steps=iterations, top_k=top_k, tolerance=tolerance, dtype=dtype, device=device, generator=generator,
+        lambda ids, vectors: matvec(vectors[0]).unsqueeze(0),
+        1,
+        dim,
+        steps=iterations,
+        top_k=top_k,
+        tolerance=tolerance,
+        dtype=dtype,
+        device=device,
+        generator=generator,
     )
     return ritz.values

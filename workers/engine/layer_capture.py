@@ -112,7 +112,9 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
             handle.remove()
     unbatched |= {module for module, output, version in versions if output._version != version}
     if n > 1 and len(unbatched) < len(layers):
-        unbatched |= _not_batched_alone(net, x[:1], {layer: call_shapes[layer] for layer in layers if layer not in unbatched})
+        unbatched |= _not_batched_alone(
+            net, x[:1], {layer: call_shapes[layer] for layer in layers if layer not in unbatched}
+        )
     for p_id in guard.stray:
         calls = layers[owner[p_id]]
         if p_id == id(owner[p_id].weight):

@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-
 class ScaledLinear(nn.Module):
     """z = c · x Wᵀ + β · b with raw parameters W [out, in] and b [out]."""
 
@@ -105,8 +104,17 @@ class ScaledConv2d(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x, padding = self._padded(self._as_2d(x))
-        z = F.conv2d(x, self._weight_2d(), stride=self.stride_hw, padding=padding, dilation=self.dilation_hw,
-                     groups=self.groups) * self.weight_multiplier
+        z = (
+            F.conv2d(
+                x,
+                self._weight_2d(),
+                stride=self.stride_hw,
+                padding=padding,
+                dilation=self.dilation_hw,
+                groups=self.groups,
+            )
+            * self.weight_multiplier
+        )
         if self.bias is not None:
             z = z + self.bias_multiplier * self.bias[:, None, None]
         return self._from_2d(z)
@@ -126,12 +134,15 @@ class ScaledConv2d(nn.Module):
         begin, end = self._spatial_pads((height, width))
         return tuple(  # type: ignore[return-value]
             (size + b + e - d * (k - 1) - 1) // s + 1
-            for size, b, e, k, s, d in zip((height, width), begin, end, self.kernel_hw, self.stride_hw, self.dilation_hw)
+            for size, b, e, k, s, d in zip(
+                (height, width), begin, end, self.kernel_hw, self.stride_hw, self.dilation_hw
+            )
         )
 
     def extra_repr(self) -> str:
         extra = (f", dilation={self.dilation}" if self.dilation_hw != (1, 1) else "") + (
-            f", groups={self.groups}" if self.groups != 1 else "")
+            f", groups={self.groups}" if self.groups != 1 else ""
+        )
         return (
             f"{self.in_channels}->{self.out_channels}, k={self.kernel_size}, stride={self.stride}, "
             f"padding={self.padding}{extra}, bias={self.bias is not None}, c={self.weight_multiplier:.4g}"
@@ -193,10 +204,27 @@ class ScaledConv1d(ScaledConv2d):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> None:
-        pads = padding if isinstance(padding, str) else (0, padding) if isinstance(padding, int) else (0, padding[0], 0, padding[1])
-        super().__init__(in_channels, out_channels, (1, kernel_size), stride=(1, stride), padding=pads, bias=bias,
-                         weight_multiplier=weight_multiplier, bias_multiplier=bias_multiplier, dilation=(1, dilation),
-                         groups=groups, dtype=dtype, device=device)
+        pads = (
+            padding
+            if isinstance(padding, str)
+            else (0, padding)
+            if isinstance(padding, int)
+            else (0, padding[0], 0, padding[1])
+        )
+        super().__init__(
+            in_channels,
+            out_channels,
+            (1, kernel_size),
+            stride=(1, stride),
+            padding=pads,
+            bias=bias,
+            weight_multiplier=weight_multiplier,
+            bias_multiplier=bias_multiplier,
+            dilation=(1, dilation),
+            groups=groups,
+            dtype=dtype,
+            device=device,
+        )
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
 
     def output_size(self, length: int) -> int:  # type: ignore[override]
@@ -221,7 +249,7 @@ def _pair(value: int | tuple[int, int]) -> tuple[int, int]:
 
 
 def _pads_of(padding: int | str | tuple[int, ...]) -> str | tuple[tuple[int, int], tuple[int, int]]:
-    """"same_upper" / "same_lower", or ((begin_h, begin_w), (end_h, end_w))."""
+    """ "same_upper" / "same_lower", or ((begin_h, begin_w), (end_h, end_w))."""
     if isinstance(padding, str):
         if padding not in ("same_upper", "same_lower"):
             raise ValueError(f"padding {padding!r}: expected an int, a tuple, 'same_upper' or 'same_lower'")

@@ -79,8 +79,14 @@ def dense(state: Moments, *, rho: float, bias: bool, trainable: bool = True) -> 
     """z = c·W h + b on the features (each position alone); a flattened state is read as one vector."""
     state = _collapse(state) if state.flat else state
     K, Θ = state.K, state.Θ
-    return Moments(K + float(bias), (rho * K + float(bias)) * trainable + Θ, torch.zeros_like(state.μ), state.grid, gaussian=True,
-                   error=state.error)
+    return Moments(
+        K + float(bias),
+        (rho * K + float(bias)) * trainable + Θ,
+        torch.zeros_like(state.μ),
+        state.grid,
+        gaussian=True,
+        error=state.error,
+    )
 
 
 def conv(state: Moments, *, kernel_size: int, stride: int, padding: int, rho: float, bias: bool) -> Moments:
@@ -133,7 +139,9 @@ def pool(state: Moments, L: Tensor, grid: tuple[int, ...]) -> Moments:
     return Moments(K, Θ, state.μ @ L.T, grid, values=values, gaussian=state.gaussian, error=state.error)
 
 
-def avg_pool_operator(grid: tuple[int, int], kernel_size: int, stride: int, padding: int, device) -> tuple[Tensor, tuple[int, int]]:
+def avg_pool_operator(
+    grid: tuple[int, int], kernel_size: int, stride: int, padding: int, device
+) -> tuple[Tensor, tuple[int, int]]:
     """L [H'·W', H·W] of torch's avg_pool2d (zero padding counted in the mean), and the output grid."""
     height, width = grid
     basis = torch.eye(height * width, dtype=torch.float64, device=device).reshape(height * width, 1, height, width)
@@ -161,14 +169,17 @@ def _collapse(state: Moments) -> Moments:
 def activation(state: Moments, name: str, *, tolerance: float) -> Moments:
     """σ element-wise: exact on the input's values, else the Gaussian expectations of gauss_hermite.py."""
     if state.values is not None:
-        return replace(_from_values(hidden_activation(name)(state.values), state.grid, error=state.error), flat=state.flat)
+        return replace(
+            _from_values(hidden_activation(name)(state.values), state.grid, error=state.error), flat=state.flat
+        )
     if not state.gaussian:
         raise ValueError(f"activation {name!r} acts on units that are not Gaussian in the limit")
     variance = torch.einsum("iipp->ip", state.K).clamp_min(0.0)  # [n, P]
     mean = gauss_hermite.closed_form_mean(name, variance)
     if mean is not None:
-        return Moments(*_closed_form_blocks(name, variance, state.K, state.Θ), mean, state.grid, flat=state.flat,
-                       error=state.error)
+        return Moments(
+            *_closed_form_blocks(name, variance, state.K, state.Θ), mean, state.grid, flat=state.flat, error=state.error
+        )
     E, Edot, mean, error = gauss_hermite.layer_expectations(name, variance, state.K, tolerance=tolerance)
     return Moments(E, Edot * state.Θ, mean, state.grid, flat=state.flat, error=max(state.error, error))
 
@@ -182,8 +193,9 @@ def _closed_form_blocks(name: str, variance: Tensor, K: Tensor, Θ: Tensor) -> t
     K_in, Θ_in = _pairs(K), _pairs(Θ)
     with one_thread():
         for block in pair_blocks(n, positions**2):
-            value, slope = gauss_hermite.closed_form(name, variance[first[block], :, None], variance[second[block], None, :],
-                                                     K_in[block])
+            value, slope = gauss_hermite.closed_form(
+                name, variance[first[block], :, None], variance[second[block], None, :], K_in[block]
+            )
             _pairs(E)[block] = value
             torch.mul(slope, Θ_in[block], out=_pairs(Θ_next)[block])
     return E, Θ_next
@@ -195,5 +207,11 @@ def residual(skip: Moments, branch: Moments, scale: float) -> Moments:
         raise ValueError("a residual's skip and branch must have the same positions, unflattened")
     cross = skip.μ[:, None, :, None] * branch.μ[None, :, None, :]
     K = skip.K + scale**2 * branch.K + scale * (cross + cross.permute(1, 0, 3, 2))
-    return Moments(K, skip.Θ + scale**2 * branch.Θ, skip.μ + scale * branch.μ, branch.grid,
-                   gaussian=skip.gaussian and branch.gaussian, error=max(skip.error, branch.error))
+    return Moments(
+        K,
+        skip.Θ + scale**2 * branch.Θ,
+        skip.μ + scale * branch.μ,
+        branch.grid,
+        gaussian=skip.gaussian and branch.gaussian,
+        error=max(skip.error, branch.error),
+    )

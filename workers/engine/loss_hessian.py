@@ -50,8 +50,15 @@ class LossHessianSplit:
 
 
 def loss_hessian_split(
-    net: nn.Module, x: Tensor, y: Tensor, loss: str, *, iterations: int = 32, tolerance: float = 1e-6,
-    kernel_method: str = "auto", checkpoint: Checkpoint = no_checkpoint,
+    net: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    loss: str,
+    *,
+    iterations: int = 32,
+    tolerance: float = 1e-6,
+    kernel_method: str = "auto",
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> LossHessianSplit:
     """The split at the network's current weights over the points x [n, ...] with targets y [n, O];
     checkpoint() is called after each Hessian-vector product and inside the kernel (ntk.py)."""
@@ -70,6 +77,11 @@ def _norm(operator: Operator, iterations: int, tolerance: float, checkpoint: Che
         return out
 
     return spectral_norm(
-        products, operator.dim, steps=iterations, tolerance=tolerance, dtype=operator.dtype, device=operator.device,
+        products,
+        operator.dim,
+        steps=iterations,
+        tolerance=tolerance,
+        dtype=operator.dtype,
+        device=operator.device,
         generator=generator,
     )

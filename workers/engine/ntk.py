@@ -135,8 +135,11 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     cotangents: list[list[Tensor]] = [[] for _ in calls]
     for a in range(O if calls else 0):
         grads = torch.autograd.grad(
-            y[:, a].sum(), [captured.layers[layer].outputs[k] for layer, k in calls],
-            retain_graph=a < O - 1, allow_unused=True, materialize_grads=True,
+            y[:, a].sum(),
+            [captured.layers[layer].outputs[k] for layer, k in calls],
+            retain_graph=a < O - 1,
+            allow_unused=True,
+            materialize_grads=True,
         )
         for store, g in zip(cotangents, grads):
             store.append(g.detach())
@@ -147,8 +150,9 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
         stop = start + len(record.outputs)
         if stop > start:
             G = [torch.stack(store, dim=1) for store in cotangents[start:stop]]
-            add_layer_kernel(K, layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget,
-                             checkpoint=checkpoint)
+            add_layer_kernel(
+                K, layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget, checkpoint=checkpoint
+            )
             checkpoint()
         start = stop
     mirror(K, O)
@@ -157,6 +161,8 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     if fallback:
         K += per_sample_kernel(net, x, outputs, fallback, budget=budget, checkpoint=checkpoint)
     return K
+
+
 # --------------------------------------------------------------------------- jacobian
 
 

@@ -74,8 +74,8 @@ from workers.engine.activations import apply_head
 from workers.engine.callbacks import Checkpoint, no_checkpoint
 from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 from workers.engine.onnx_ops.activations import ACTIVATIONS
-from workers.engine.onnx_parameterization import reparameterize_
 from workers.engine.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
+from workers.engine.onnx_parameterization import reparameterize_
 
 LAYERS = ("Gemm", "MatMul", "Conv")
 
@@ -97,8 +97,15 @@ class Step:
 class OnnxNetwork(nn.Module):
     """f(w; x) of an uploaded ONNX graph; `layers` hold the Linear/Conv weights, `weights` the other parameters."""
 
-    def __init__(self, model: ModelSpec, graph: onnx.GraphProto, opset: int, dtype: torch.dtype, device,
-                 checkpoint: Checkpoint = no_checkpoint) -> None:
+    def __init__(
+        self,
+        model: ModelSpec,
+        graph: onnx.GraphProto,
+        opset: int,
+        dtype: torch.dtype,
+        device,
+        checkpoint: Checkpoint = no_checkpoint,
+    ) -> None:
         super().__init__()
         self.head = model.output_activation
         self.output_dim = model.output_dim
@@ -129,8 +136,10 @@ class OnnxNetwork(nn.Module):
         (MatMul by B, Gemm without transB) transposed back, a 1-D convolution's [C', C, 1, k] as [C', C, k].
         Writing into a view writes the parameter."""
         params = dict(self.named_parameters())
-        return {source: (params[name].T if transposed else params[name]).view(self._source_shapes[source])
-                for name, (source, transposed) in self.parameter_sources.items()}
+        return {
+            source: (params[name].T if transposed else params[name]).view(self._source_shapes[source])
+            for name, (source, transposed) in self.parameter_sources.items()
+        }
 
     # ---- tensors by ONNX name
 
@@ -195,7 +204,11 @@ class OnnxNetwork(nn.Module):
 
 
 def build_onnx_network(
-    model: ModelSpec, onnx_bytes: bytes, *, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+    model: ModelSpec,
+    onnx_bytes: bytes,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
     checkpoint: Checkpoint = no_checkpoint,
 ) -> OnnxNetwork:
     """The torch module of an uploaded ONNX model, its weights cast to `dtype` and trainable; the conversion
@@ -220,7 +233,9 @@ def _key(name: str, taken: set[str]) -> str:
 
 
 class _Converter:
-    def __init__(self, net: OnnxNetwork, graph: onnx.GraphProto, dtype: torch.dtype, device, checkpoint: Checkpoint) -> None:
+    def __init__(
+        self, net: OnnxNetwork, graph: onnx.GraphProto, dtype: torch.dtype, device, checkpoint: Checkpoint
+    ) -> None:
         self.net, self.graph, self.dtype, self.device = net, graph, dtype, device
         self.checkpoint = checkpoint
         self.table = table()
@@ -239,7 +254,9 @@ class _Converter:
         self.skip: set[int] = set()  # nodes a layer took in (the Add of a bias)
         self.transposes: dict[str, str] = {}  # output of a Transpose(W) that one MatMul reads as its weight → W
         self.flattens: dict[str, onnx.NodeProto] = {}  # output of a Reshape that one Gemm reads as A → the Reshape
-        self.deferred: dict[str, int] = {}  # those Transpose / Reshape nodes by output: run with their reader, or before it
+        self.deferred: dict[
+            str, int
+        ] = {}  # those Transpose / Reshape nodes by output: run with their reader, or before it
 
     def _trainable(self, tensor: TensorProto) -> bool:
         return tensor.name in self.trainable
@@ -276,8 +293,11 @@ class _Converter:
         """A Gemm, MatMul, Conv or Gather by an initializer it alone reads, as a layer the structured kernel covers; else None."""
         if node.op_type not in ("Gemm", "MatMul", "Conv", "Gather") or not self._plain(node):
             return None
-        data = self.flattens[node.input[0]].input[0] if node.input and node.input[0] in self.flattens else (
-            node.input[0] if node.input else "")
+        data = (
+            self.flattens[node.input[0]].input[0]
+            if node.input and node.input[0] in self.flattens
+            else (node.input[0] if node.input else "")
+        )
         if not data or self.net.constant_value(data) is not None:
             return None  # a layer's input must depend on the points (a constant one is never batched)
         attributes = decoded_attributes(node)
@@ -292,8 +312,11 @@ class _Converter:
     def _plain(self, node: onnx.NodeProto) -> bool:
         """A node of the default domain with only attributes the table knows (else _step refuses it by name)."""
         rule = self.table.get(node.op_type)
-        return (node.domain in ("", "ai.onnx") and rule is not None
-                and all(attribute.name in rule.attributes for attribute in node.attribute))
+        return (
+            node.domain in ("", "ai.onnx")
+            and rule is not None
+            and all(attribute.name in rule.attributes for attribute in node.attribute)
+        )
 
     # ---- Linear, Conv and Embedding layers owned by ScaledLinear / ScaledConv2d / ScaledConv1d / ScaledEmbedding
 
@@ -305,8 +328,17 @@ class _Converter:
         value = numpy_helper.to_array(tensor)
         return value if value.ndim == ndim else None
 
-    def _layer_step(self, op: str, layer: nn.Module, data: str | list[str], output: str, names: list[str], *,
-                    transposed: bool = False, run: Callable[..., Tensor] | None = None) -> Step:
+    def _layer_step(
+        self,
+        op: str,
+        layer: nn.Module,
+        data: str | list[str],
+        output: str,
+        names: list[str],
+        *,
+        transposed: bool = False,
+        run: Callable[..., Tensor] | None = None,
+    ) -> Step:
         """Register `layer` as layers.<i>, its weight (and bias) holding the initializers `names`; the step maps data → output
         by layer(x), or by run(layer, *data)."""
         self.absorbed.update(names)
@@ -327,9 +359,18 @@ class _Converter:
                 layer.bias.copy_(torch.tensor(bias))
         return layer
 
-    def _linear(self, weight: np.ndarray, bias: np.ndarray | None, alpha: float = 1.0, beta: float = 1.0) -> ScaledLinear:
-        layer = ScaledLinear(weight.shape[1], weight.shape[0], bias=bias is not None, weight_multiplier=alpha,
-                             bias_multiplier=beta, dtype=self.dtype, device=self.device)
+    def _linear(
+        self, weight: np.ndarray, bias: np.ndarray | None, alpha: float = 1.0, beta: float = 1.0
+    ) -> ScaledLinear:
+        layer = ScaledLinear(
+            weight.shape[1],
+            weight.shape[0],
+            bias=bias is not None,
+            weight_multiplier=alpha,
+            bias_multiplier=beta,
+            dtype=self.dtype,
+            device=self.device,
+        )
         return self._copy(layer, weight, bias)
 
     def _gemm_layer(self, node, attributes: dict) -> Step | None:
@@ -362,7 +403,9 @@ class _Converter:
                 return z.reshape(a.shape[0], z.shape[-1])
             return layer(a)
 
-        return self._layer_step("Gemm", linear, list(reshape.input[:2]), node.output[0], names, transposed=transposed, run=run)
+        return self._layer_step(
+            "Gemm", linear, list(reshape.input[:2]), node.output[0], names, transposed=transposed, run=run
+        )
 
     def _plan_deferred(self, nodes: list[onnx.NodeProto]) -> None:
         """Nodes a layer may take in, read by that layer's node alone:
@@ -379,12 +422,24 @@ class _Converter:
             reader = nodes[readers[0]]
             if node.op_type == "Transpose":
                 perm = decoded_attributes(node).get("perm")
-                if (len(node.input) == 1 and (perm is None or list(perm) == [1, 0]) and self._owned(node.input[0], 2) is not None
-                        and reader.op_type == "MatMul" and list(reader.input[1:]) == [output] and reader.input[0] != output):
+                if (
+                    len(node.input) == 1
+                    and (perm is None or list(perm) == [1, 0])
+                    and self._owned(node.input[0], 2) is not None
+                    and reader.op_type == "MatMul"
+                    and list(reader.input[1:]) == [output]
+                    and reader.input[0] != output
+                ):
                     self.transposes[output] = node.input[0]
                     self.deferred[output] = index
-            elif (len(node.input) == 2 and all(node.input) and reader.op_type == "Gemm" and len(reader.input) >= 2
-                  and reader.input[0] == output and output not in reader.input[1:]):
+            elif (
+                len(node.input) == 2
+                and all(node.input)
+                and reader.op_type == "Gemm"
+                and len(reader.input) >= 2
+                and reader.input[0] == output
+                and output not in reader.input[1:]
+            ):
                 self.flattens[output] = node
                 self.deferred[output] = index
 
@@ -415,7 +470,9 @@ class _Converter:
                     output = add.output[0]
                 else:
                     bias = None
-        return self._layer_step("MatMul", self._linear(weight, bias), node.input[0], output, names, transposed=transposed)
+        return self._layer_step(
+            "MatMul", self._linear(weight, bias), node.input[0], output, names, transposed=transposed
+        )
 
     def _conv_layer(self, node, attributes: dict) -> Step | None:
         """Conv (1-D or 2-D; any group, dilation, stride, kernel; explicit pads or auto_pad) by an initializer weight,
@@ -430,9 +487,16 @@ class _Converter:
         pads = attributes.get("pads", [0] * 2 * rank)
         auto_pad = attributes.get("auto_pad", "NOTSET")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-        if (len(dilations) != rank or len(strides) != rank or len(pads) != 2 * rank
-                or list(attributes.get("kernel_shape", kernel)) != kernel or group < 1 or weight.shape[0] % group
-                or auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER") or min(kernel) < 1):
+        if (
+            len(dilations) != rank
+            or len(strides) != rank
+            or len(pads) != 2 * rank
+            or list(attributes.get("kernel_shape", kernel)) != kernel
+            or group < 1
+            or weight.shape[0] % group
+            or auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+            or min(kernel) < 1
+        ):
             return None  # the table's Conv runs it, or refuses it by name
         bias = None
         if len(node.input) > 2 and node.input[2]:
@@ -443,12 +507,25 @@ class _Converter:
         common = dict(bias=bias is not None, weight_multiplier=1.0, groups=group, dtype=self.dtype, device=self.device)
         in_channels, out_channels = weight.shape[1] * group, weight.shape[0]
         if rank == 1:
-            layer = ScaledConv1d(in_channels, out_channels, kernel[0], stride=int(strides[0]), dilation=int(dilations[0]),
-                                 padding=padding if isinstance(padding, str) else (int(padding[0]), int(padding[1])), **common)
+            layer = ScaledConv1d(
+                in_channels,
+                out_channels,
+                kernel[0],
+                stride=int(strides[0]),
+                dilation=int(dilations[0]),
+                padding=padding if isinstance(padding, str) else (int(padding[0]), int(padding[1])),
+                **common,
+            )
         else:
-            layer = ScaledConv2d(in_channels, out_channels, (kernel[0], kernel[1]), stride=(int(strides[0]), int(strides[1])),
-                                 dilation=(int(dilations[0]), int(dilations[1])),
-                                 padding=padding if isinstance(padding, str) else tuple(int(p) for p in padding), **common)
+            layer = ScaledConv2d(
+                in_channels,
+                out_channels,
+                (kernel[0], kernel[1]),
+                stride=(int(strides[0]), int(strides[1])),
+                dilation=(int(dilations[0]), int(dilations[1])),
+                padding=padding if isinstance(padding, str) else tuple(int(p) for p in padding),
+                **common,
+            )
         names = [node.input[1]] + ([node.input[2]] if bias is not None else [])
         return self._layer_step("Conv", self._copy(layer, weight, bias), node.input[0], node.output[0], names)
 
@@ -467,8 +544,9 @@ class _Converter:
                 raise OnnxConversionError(f"Gather: indices of type {ids.dtype} ({node_description(node)})")
             return embedding(torch.where(ids < 0, ids + vocab, ids))  # negative ids count from the end, as ONNX says
 
-        return self._layer_step("Gather", self._copy(layer, table, None), node.input[1], node.output[0], [node.input[0]],
-                                run=lookup)
+        return self._layer_step(
+            "Gather", self._copy(layer, table, None), node.input[1], node.output[0], [node.input[0]], run=lookup
+        )
 
     # ---- every other node, through the operator table
 
@@ -476,13 +554,21 @@ class _Converter:
         """The node's Step after checking its operator, attributes and used outputs against the table."""
         rule = self.table.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if rule is None:
-            raise OnnxConversionError(f"operator {node.domain + '.' if node.domain else ''}{node.op_type} is not supported ({node_description(node)})")
+            raise OnnxConversionError(
+                f"operator {node.domain + '.' if node.domain else ''}{node.op_type} is not supported ({node_description(node)})"
+            )
         unknown = sorted(a.name for a in node.attribute if a.name not in rule.attributes)
         if unknown:
-            raise OnnxConversionError(f"{node.op_type} attribute {', '.join(unknown)} is not supported ({node_description(node)})")
-        used = [i for i, name in enumerate(node.output) if name and (self.uses.get(name) or name == self.net.output_name)]
+            raise OnnxConversionError(
+                f"{node.op_type} attribute {', '.join(unknown)} is not supported ({node_description(node)})"
+            )
+        used = [
+            i for i, name in enumerate(node.output) if name and (self.uses.get(name) or name == self.net.output_name)
+        ]
         if any(i >= rule.outputs for i in used):
-            raise OnnxConversionError(f"{node.op_type}: only its first {rule.outputs} output(s) may be used ({node_description(node)})")
+            raise OnnxConversionError(
+                f"{node.op_type}: only its first {rule.outputs} output(s) may be used ({node_description(node)})"
+            )
         attributes = decoded_attributes(node)
         view = Node(node, attributes, self.net.opset, self.dtype, self.net.constant_value)
         try:

@@ -28,7 +28,12 @@ from workers.engine.callbacks import Checkpoint, no_checkpoint
 
 
 def per_sample_kernel(
-    net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor], names: list[str], *, budget: int,
+    net: nn.Module,
+    x: Tensor,
+    outputs: Callable[[Tensor], Tensor],
+    names: list[str],
+    *,
+    budget: int,
     checkpoint: Checkpoint = no_checkpoint,
 ) -> Tensor:
     """K_S [n·O, n·O] for the parameters `names` (as in net.named_parameters()); outputs maps logits to y."""

@@ -25,18 +25,18 @@ from torch import Tensor
 
 from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics
 from api_schemas.summary import JobSummary
-from workers.engine.artifacts import json_artifact, npy_artifact, weights_artifact
 from workers.engine.activations import apply_head, head_of
+from workers.engine.artifacts import json_artifact, npy_artifact, weights_artifact
 from workers.engine.callbacks import Callbacks, NullCallbacks
 from workers.engine.data import load_data
 from workers.engine.gradient import gradient_norms
-from workers.engine.hessian import HessianReport, model_hessian
 from workers.engine.head_kernel import outputs_kernel
+from workers.engine.hessian import HessianReport, model_hessian
 from workers.engine.hessian_ratio import hessian_grad_ratio
 from workers.engine.hessian_spectrum import HessianSpectrum, hessian_spectrum
-from workers.engine.loss_hessian import loss_hessian_split
 from workers.engine.infinite_width import infinite_width_report
 from workers.engine.linearization import linearization_errors
+from workers.engine.loss_hessian import loss_hessian_split
 from workers.engine.meter import Meter
 from workers.engine.nets import Network, build_network, trainable_parameters
 from workers.engine.ntk import Method, kernel_spectrum, relative_change, resolve_method, tangent_kernel
@@ -59,8 +59,9 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
     with meter.phase("data"):
         data = load_data(spec, dtype=dtype, device=device)
     with meter.phase("build"):
-        net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device,
-                            checkpoint=meter.checkpoint)
+        net = build_network(
+            spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device, checkpoint=meter.checkpoint
+        )
     path = start_path(spec, net, data.x_probe, meter)
     path.train = (data.x_train, data.y_train)
     at_init = endpoint(spec, path, "init")
@@ -96,14 +97,23 @@ def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | 
         result.artifacts.update(artifacts(spec, path, at_init, at_end))
     if spec.diagnostics.infinite_width is not None:
         with meter.phase("infinite_width"):
-            limit, files = infinite_width_report(spec, net, path.x, at_init.kernels, at_end.kernels,
-                                                 finite=outcome.outcome != "diverged", method=path.method,
-                                                 checkpoint=meter.checkpoint)
+            limit, files = infinite_width_report(
+                spec,
+                net,
+                path.x,
+                at_init.kernels,
+                at_end.kernels,
+                finite=outcome.outcome != "diverged",
+                method=path.method,
+                checkpoint=meter.checkpoint,
+            )
         for name, value in limit.items():
             result.set(name, value)
         result.artifacts.update(files)
     with meter.phase("warnings", report=False):
-        result.warnings = run_warnings(spec, net, data, path.w0, {"init": at_init.hessian, "final": at_end.hessian}, result.summary)
+        result.warnings = run_warnings(
+            spec, net, data, path.w0, {"init": at_init.hessian, "final": at_end.hessian}, result.summary
+        )
     result.summary["timings"] = {phase: round(seconds, 4) for phase, seconds in meter.clock.seconds().items()}
     result.set("wall_time_s", meter.clock.elapsed())
     result.summary = JobSummary.model_validate(result.summary).model_dump()
@@ -187,7 +197,11 @@ def measure_kernels(path: PathState, step: int) -> dict[str, Tensor]:
     """K(w_step) [n·O, n·O] of each head: one kernel pass, of the logits with a non-linear head, whose
     outputs' kernel then follows by the chain rule K_φ = D K_f Dᵀ (head_kernel.py)."""
     if path.heads == ("outputs",):
-        return {"outputs": tangent_kernel(path.net, path.x, method=path.method, of="outputs", checkpoint=path.meter.checkpoint)}
+        return {
+            "outputs": tangent_kernel(
+                path.net, path.x, method=path.method, of="outputs", checkpoint=path.meter.checkpoint
+            )
+        }
     K_logits = tangent_kernel(path.net, path.x, method=path.method, of="logits", checkpoint=path.meter.checkpoint)
     return {"outputs": outputs_kernel(K_logits, path.logits_at(step), head_of(path.net)), "logits": K_logits}
 
@@ -223,7 +237,9 @@ def linearization_error_at(path: PathState, step: int) -> dict[str, float | None
     """The Taylor model's relative error on the probe set, from step 1 (it is 0/0 at w₀)."""
     if step == 0:
         return {}
-    errors = linearization_errors(path.net, path.x, path.w0, trainable_parameters(path.net), logits=path.logits_at(step))
+    errors = linearization_errors(
+        path.net, path.x, path.w0, trainable_parameters(path.net), logits=path.logits_at(step)
+    )
     return {f"linearization_error{suffix(of)}": errors[of] for of in path.heads}
 
 
@@ -239,10 +255,21 @@ def loss_hessian_at(spec: JobSpec) -> PathDiagnostic:
     wanted, method = spec.diagnostics.loss_hessian, (spec.diagnostics.kernel or KernelDiagnostics()).method
 
     def at(path: PathState, step: int) -> dict[str, float | None]:
-        split = loss_hessian_split(path.net, *path.train, spec.training.loss, iterations=wanted.iterations,
-                                   tolerance=wanted.tolerance, kernel_method=method, checkpoint=path.meter.checkpoint)
-        return {"loss_hessian_norm": split.norm, "gauss_newton_norm": split.gauss_newton_norm,
-                "loss_hessian_rest_norm": split.rest_norm, "loss_kernel_lambda_min": split.kernel_lambda_min}
+        split = loss_hessian_split(
+            path.net,
+            *path.train,
+            spec.training.loss,
+            iterations=wanted.iterations,
+            tolerance=wanted.tolerance,
+            kernel_method=method,
+            checkpoint=path.meter.checkpoint,
+        )
+        return {
+            "loss_hessian_norm": split.norm,
+            "gauss_newton_norm": split.gauss_newton_norm,
+            "loss_hessian_rest_norm": split.rest_norm,
+            "loss_kernel_lambda_min": split.kernel_lambda_min,
+        }
 
     return at
 
@@ -260,8 +287,14 @@ def hessian_report(path: PathState) -> HessianReport:
     h = path.hessian
     with path.meter.counted("hessian") as progress:
         return model_hessian(
-            path.net, path.x[: h.probe_points], of="outputs", top_k=h.top_k, outputs=h.outputs, iterations=h.iterations,
-            tolerance=h.tolerance, progress=progress,
+            path.net,
+            path.x[: h.probe_points],
+            of="outputs",
+            top_k=h.top_k,
+            outputs=h.outputs,
+            iterations=h.iterations,
+            tolerance=h.tolerance,
+            progress=progress,
         )
 
 
@@ -310,16 +343,30 @@ def spectrum_report(spec: JobSpec, path: PathState, when: str) -> HessianSpectru
     if wanted is None or when not in wanted.at:
         return None
     with path.meter.counted("hessian_spectrum") as progress:
-        return hessian_spectrum(path.net, wanted, x_probe=path.x, x_train=path.train[0], y_train=path.train[1],
-                                loss=spec.training.loss, progress=progress)
+        return hessian_spectrum(
+            path.net,
+            wanted,
+            x_probe=path.x,
+            x_train=path.train[0],
+            y_train=path.train[1],
+            loss=spec.training.loss,
+            progress=progress,
+        )
 
 
 # --------------------------------------------------------------------------- summary and artifacts
 
 
 def summarise(
-    result: Result, spec: JobSpec, path: PathState, init: Endpoint, final: Endpoint, outcome: TrainingOutcome,
-    *, lr: float | None, device: str,
+    result: Result,
+    spec: JobSpec,
+    path: PathState,
+    init: Endpoint,
+    final: Endpoint,
+    outcome: TrainingOutcome,
+    *,
+    lr: float | None,
+    device: str,
 ) -> None:
     """The named scalars of DESIGN §3 (None where a diagnostic is off or not finite); "final" = the last point recorded."""
     diverged = outcome.outcome == "diverged"
@@ -356,7 +403,9 @@ def summarise(
     for name in ("weight_change_l2", "weight_change_linf"):
         s[name] = None if diverged else last(result, name)
     for of in path.heads:
-        s[f"linearization_error_final{suffix(of)}"] = None if diverged else last(result, f"linearization_error{suffix(of)}")
+        s[f"linearization_error_final{suffix(of)}"] = (
+            None if diverged else last(result, f"linearization_error{suffix(of)}")
+        )
     if spec.diagnostics.hessian_spectrum is not None:
         for when, at in (("init", init), ("final", final)):
             s[f"hessian_spectrum_trace_{when}"] = at.spectrum.trace if at.spectrum else None

@@ -54,8 +54,12 @@ CURVATURE_ZERO = 1e-12
 
 
 def run_warnings(
-    spec: JobSpec, net: nn.Module, data: Dataset, w0: dict[str, Tensor],
-    hessians: dict[str, HessianReport | None], summary: dict,
+    spec: JobSpec,
+    net: nn.Module,
+    data: Dataset,
+    w0: dict[str, Tensor],
+    hessians: dict[str, HessianReport | None],
+    summary: dict,
 ) -> list[RunWarning]:
     """Every warning the run earned, in the order of the module docstring."""
     head = head_of(net)
@@ -76,12 +80,14 @@ def quadrature_above_tolerance(limit: InfiniteWidthDiagnostics | None, summary: 
     error = summary.get("kernel_inf_quadrature_error")
     if limit is None or error is None or error <= limit.quadrature_tolerance:
         return []
-    return [RunWarning(
-        code="infinite_width_quadrature_inexact",
-        message=f"Θ∞ and Σ∞ are accurate to {error:.2g} (relative), not the {limit.quadrature_tolerance:g} asked: "
-                f"the quadrature's work cap was reached; kernel_inf_distance is exact to about that error",
-        values={"error": error, "tolerance": limit.quadrature_tolerance},
-    )]
+    return [
+        RunWarning(
+            code="infinite_width_quadrature_inexact",
+            message=f"Θ∞ and Σ∞ are accurate to {error:.2g} (relative), not the {limit.quadrature_tolerance:g} asked: "
+            f"the quadrature's work cap was reached; kernel_inf_distance is exact to about that error",
+            values={"error": error, "tolerance": limit.quadrature_tolerance},
+        )
+    ]
 
 
 def kernel_dominated_by_group(traces: dict[str, float]) -> list[RunWarning]:
@@ -93,12 +99,14 @@ def kernel_dominated_by_group(traces: dict[str, float]) -> list[RunWarning]:
     share = trace / total
     if share <= DOMINANT_SHARE:
         return []
-    return [RunWarning(
-        code="kernel_dominated_by_group",
-        message=f"{group} carries {share:.1%} of the trace of the tangent kernel at init: ΔK, the kernel's spectrum "
-                f"and lr 'auto' mostly describe this one tensor, not the network",
-        values={"group": group, "share": share, "trace": trace, "total_trace": total, "groups": len(traces)},
-    )]
+    return [
+        RunWarning(
+            code="kernel_dominated_by_group",
+            message=f"{group} carries {share:.1%} of the trace of the tangent kernel at init: ΔK, the kernel's spectrum "
+            f"and lr 'auto' mostly describe this one tensor, not the network",
+            values={"group": group, "share": share, "trace": trace, "total_trace": total, "groups": len(traces)},
+        )
+    ]
 
 
 def target_loss_not_reached(training: TrainingSpec, summary: dict) -> list[RunWarning]:
@@ -107,13 +115,19 @@ def target_loss_not_reached(training: TrainingSpec, summary: dict) -> list[RunWa
     if training.target_loss is None or training.max_steps == 0 or outcome not in ("max_steps", "time_budget"):
         return []
     final_loss = summary.get("final_loss")
-    return [RunWarning(
-        code="target_loss_not_reached",
-        message=f"training stopped at {outcome} (step {summary.get('steps')}) with loss {final_loss:.3g} above "
-                f"target_loss {training.target_loss:g}: the diagnostics describe an unfinished path",
-        values={"outcome": outcome, "steps": summary.get("steps"), "final_loss": final_loss,
-                "target_loss": training.target_loss},
-    )]
+    return [
+        RunWarning(
+            code="target_loss_not_reached",
+            message=f"training stopped at {outcome} (step {summary.get('steps')}) with loss {final_loss:.3g} above "
+            f"target_loss {training.target_loss:g}: the diagnostics describe an unfinished path",
+            values={
+                "outcome": outcome,
+                "steps": summary.get("steps"),
+                "final_loss": final_loss,
+                "target_loss": training.target_loss,
+            },
+        )
+    ]
 
 
 def head_cannot_reach_targets(head: str, loss: str, y: Tensor) -> list[RunWarning]:
@@ -130,16 +144,26 @@ def head_cannot_reach_targets(head: str, loss: str, y: Tensor) -> list[RunWarnin
     if count == 0:
         return []
     image = "the simplex (each output in [0, 1], summing to 1)" if head == "softmax" else f"[{low:.4g}, {high:.4g}]"
-    return [RunWarning(
-        code="head_cannot_reach_targets",
-        message=f"{count} of {len(y64)} training targets lie outside what the {head} head can output, {image}: "
-                f"the loss cannot reach 0",
-        values={"head": head, "image": [_finite(low), _finite(high)], "targets_min": float(y64.min()),
-                "targets_max": float(y64.max()), "points_outside": count, "points": len(y64)},
-    )]
+    return [
+        RunWarning(
+            code="head_cannot_reach_targets",
+            message=f"{count} of {len(y64)} training targets lie outside what the {head} head can output, {image}: "
+            f"the loss cannot reach 0",
+            values={
+                "head": head,
+                "image": [_finite(low), _finite(high)],
+                "targets_min": float(y64.min()),
+                "targets_max": float(y64.max()),
+                "points_outside": count,
+                "points": len(y64),
+            },
+        )
+    ]
 
 
-def hessian_not_converged(hessians: dict[str, HessianReport | None], wanted: HessianDiagnostics | None) -> list[RunWarning]:
+def hessian_not_converged(
+    hessians: dict[str, HessianReport | None], wanted: HessianDiagnostics | None
+) -> list[RunWarning]:
     """One warning per Hessian report (init, final) with a value whose bound exceeds tolerance·|θ|."""
     if wanted is None or wanted.tolerance == 0:  # tolerance 0 runs every run to the cap: no tolerance to meet
         return []
@@ -148,18 +172,30 @@ def hessian_not_converged(hessians: dict[str, HessianReport | None], wanted: Hes
     for when, report in hessians.items():
         if report is None:
             continue
-        runs = [(values[0], bounds[0]) for row_v, row_b in zip(report.eigenvalues, report.bounds)
-                for values, bounds in zip(row_v, row_b) if values]
+        runs = [
+            (values[0], bounds[0])
+            for row_v, row_b in zip(report.eigenvalues, report.bounds)
+            for values, bounds in zip(row_v, row_b)
+            if values
+        ]
         late = [bound / abs(theta) if theta else math.inf for theta, bound in runs if bound > tolerance * abs(theta)]
         if late:
-            found.append(RunWarning(
-                code="hessian_not_converged",
-                message=f"{len(late)} of {len(runs)} Hessian values at {when} did not reach the relative tolerance "
-                        f"{tolerance:g} within {wanted.iterations} iterations (worst relative bound {max(late):.2g}): "
-                        f"hessian_norm_{when} may be off by that much",
-                values={"when": when, "values_not_converged": len(late), "values": len(runs), "tolerance": tolerance,
-                        "worst_relative_bound": _finite(max(late)), "iterations": wanted.iterations},
-            ))
+            found.append(
+                RunWarning(
+                    code="hessian_not_converged",
+                    message=f"{len(late)} of {len(runs)} Hessian values at {when} did not reach the relative tolerance "
+                    f"{tolerance:g} within {wanted.iterations} iterations (worst relative bound {max(late):.2g}): "
+                    f"hessian_norm_{when} may be off by that much",
+                    values={
+                        "when": when,
+                        "values_not_converged": len(late),
+                        "values": len(runs),
+                        "tolerance": tolerance,
+                        "worst_relative_bound": _finite(max(late)),
+                        "iterations": wanted.iterations,
+                    },
+                )
+            )
     return found
 
 
@@ -174,13 +210,15 @@ def head_curvature_zero(
     if head_curvature_at_zero(head, logits.shape[1]) > CURVATURE_ZERO:
         return []
     largest = float(logits.abs().max())
-    return [RunWarning(
-        code="head_curvature_zero",
-        message=f"the {head} head has zero curvature at f = 0, so the outputs' Hessian loses its φ''(f)·∇f∇fᵀ term "
-                f"wherever the logits are small (here |f| ≤ {largest:.3g} at init): ‖H‖ can fall for a reason other "
-                f"than width; compare with a linear head or a head with φ''(0) ≠ 0 (swish)",
-        values={"head": head, "curvature_at_zero": 0.0, "logits_abs_max_init": largest},
-    )]
+    return [
+        RunWarning(
+            code="head_curvature_zero",
+            message=f"the {head} head has zero curvature at f = 0, so the outputs' Hessian loses its φ''(f)·∇f∇fᵀ term "
+            f"wherever the logits are small (here |f| ≤ {largest:.3g} at init): ‖H‖ can fall for a reason other "
+            f"than width; compare with a linear head or a head with φ''(0) ≠ 0 (swish)",
+            values={"head": head, "curvature_at_zero": 0.0, "logits_abs_max_init": largest},
+        )
+    ]
 
 
 def head_curvature_at_zero(head: str, outputs: int) -> float:

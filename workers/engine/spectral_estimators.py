@@ -45,7 +45,9 @@ Matmat = Callable[[Tensor], Tensor]
 """V [b, p] ↦ (A vᵢ)ᵢ [b, p]: the operator applied to a batch of vectors."""
 
 
-def lanczos_tridiagonals(matmat: Matmat, starts: Tensor, steps: int, *, dtype: torch.dtype) -> list[tuple[np.ndarray, np.ndarray]]:
+def lanczos_tridiagonals(
+    matmat: Matmat, starts: Tensor, steps: int, *, dtype: torch.dtype
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """α [k] and β [k−1] of T_k = Qᵀ A Q from each float64 row of starts [N, p], k ≤ min(steps, p).
 
     The N recurrences (workers/engine/lanczos.py's LanczosRun, run to the invariant space or
@@ -77,7 +79,12 @@ def spectral_norm(
     """‖A‖₂ ≈ max |θ| by Lanczos from a Gaussian start (drawn on the CPU from `generator`), at most `steps`
     steps, stopping once the top Ritz value's residual bound is ≤ tolerance·|θ| (workers/engine/lanczos.py)."""
     [top] = lanczos_top_eigenvalues(
-        lambda v: matmat(v[None])[0], dim, iterations=steps, tolerance=tolerance, dtype=dtype, device=device,
+        lambda v: matmat(v[None])[0],
+        dim,
+        iterations=steps,
+        tolerance=tolerance,
+        dtype=dtype,
+        device=device,
         generator=generator,
     )
     return abs(top)
@@ -140,7 +147,14 @@ class SpectralQuadrature:
 
 
 def stochastic_lanczos_quadrature(
-    matmat: Matmat, dim: int, *, probes: int, steps: int, batch: int, dtype: torch.dtype, device,
+    matmat: Matmat,
+    dim: int,
+    *,
+    probes: int,
+    steps: int,
+    batch: int,
+    dtype: torch.dtype,
+    device,
     generator: torch.Generator,
 ) -> SpectralQuadrature:
     """`probes` Rademacher vectors (drawn on the CPU from `generator`), `steps` Lanczos steps from each, `batch` at a time."""

@@ -57,4 +57,3 @@ def blocks(n: int, O: int) -> list[tuple[slice, slice]]:
 def blocks_rows(O: int) -> int:
     """Rows of a block: the most whole points within BLOCK_ROWS (at least one point)."""
     return max(1, BLOCK_ROWS // O) * O
-

@@ -29,24 +29,37 @@ from service.problems import ProblemError
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 SHARED_PROBLEMS = {
-    400: {**PROBLEM, "description": "malformed JSON body, a NUL character in the URL, or a cursor this API did not give out"},
+    400: {
+        **PROBLEM,
+        "description": "malformed JSON body, a NUL character in the URL, or a cursor this API did not give out",
+    },
     503: {**PROBLEM, "description": "the database is unreachable; retry after Retry-After seconds"},
 }
-INPUT_PROBLEMS = {422: {**PROBLEM, "description": "a parameter or the body failed validation; `errors` names each field"}}
+INPUT_PROBLEMS = {
+    422: {**PROBLEM, "description": "a parameter or the body failed validation; `errors` names each field"}
+}
 BODY_PROBLEMS = {
-    408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within body_deadline_s; "
-                                     "the connection is closed"},
+    408: {
+        **PROBLEM,
+        "description": "the body arrived slower than body_min_rate_bytes_per_s or not within body_deadline_s; "
+        "the connection is closed",
+    },
     413: {**PROBLEM, "description": "body larger than max_body_bytes"},
     415: {**PROBLEM, "description": "the body is not application/json"},
 }
 
 SUBMIT_PROBLEMS = {
-    422: {**PROBLEM, "description": "invalid grid or spec, a cap exceeded (max_sweep_jobs, max_sweep_bytes, …), "
-                                    "or an Idempotency-Key reused with another body"},
+    422: {
+        **PROBLEM,
+        "description": "invalid grid or spec, a cap exceeded (max_sweep_jobs, max_sweep_bytes, …), "
+        "or an Idempotency-Key reused with another body",
+    },
     429: {**PROBLEM, "description": "too many queued + running jobs"},
 }
 """What submitting a sweep (POST /v1/sweeps, POST /v1/presets/{name}) may answer besides the shared problems."""
-IDEMPOTENCY_KEY = Header(alias=HEADER, description="retry-safe: same key + same body → the first answer, not a second sweep")
+IDEMPOTENCY_KEY = Header(
+    alias=HEADER, description="retry-safe: same key + same body → the first answer, not a second sweep"
+)
 
 
 class FiniteJSONResponse(JSONResponse):
@@ -76,7 +89,9 @@ class StrictJSONRoute(APIRoute):
 
         async def strict_handler(request: Request):
             request = StrictJSONRequest(request.scope, request.receive)
-            if "\x00" in request.scope["path"] or any("\x00" in key + value for key, value in request.query_params.multi_items()):
+            if "\x00" in request.scope["path"] or any(
+                "\x00" in key + value for key, value in request.query_params.multi_items()
+            ):
                 raise ProblemError(400, "NUL characters are not allowed in URLs", type=types.NUL_CHARACTER)
             if takes_body and not _is_json(request.headers.get("content-type")) and await request.body():
                 raise ProblemError(

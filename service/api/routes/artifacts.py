@@ -27,8 +27,12 @@ from store.artifacts_repo import ArtifactEntry
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute)
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such job (or not yours), or no artifact of that name"}}
-RANGE_NOT_SATISFIABLE = {416: {**PROBLEM, "description": "the Range starts past the end of the file or is malformed; "
-                                                         "Content-Range: bytes */size"}}
+RANGE_NOT_SATISFIABLE = {
+    416: {
+        **PROBLEM,
+        "description": "the Range starts past the end of the file or is malformed; Content-Range: bytes */size",
+    }
+}
 FILE_HEADERS = {
     name: {"description": description, "schema": {"type": "string"}}
     for name, description in {
@@ -38,8 +42,12 @@ FILE_HEADERS = {
         "Content-Disposition": "attachment; filename*=UTF-8''<name>",
     }.items()
 }
-RangeHeader = Annotated[str | None, Header(alias="Range", description="bytes=first-last, bytes=first- or bytes=-length")]
-IfRange = Annotated[str | None, Header(alias="If-Range", description="the ETag a Range is for; another → the whole file")]
+RangeHeader = Annotated[
+    str | None, Header(alias="Range", description="bytes=first-last, bytes=first- or bytes=-length")
+]
+IfRange = Annotated[
+    str | None, Header(alias="If-Range", description="the ETag a Range is for; another → the whole file")
+]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", description="ETags the client holds; a match → 304")]
 
 
@@ -47,29 +55,49 @@ IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match", description="E
 def list_artifacts(job_id: str, session: SessionDep, scope: ScopeDep, public_url: PublicUrlDep) -> ArtifactList:
     job_id = _owned_job_id(session, scope, job_id)
     base = f"{public_url}/v1/jobs/{job_id}/artifacts/"
-    return ArtifactList(data=[
-        ArtifactInfo(name=entry.name, media_type=entry.media_type, size=entry.size, url=base + quote(entry.name, safe=""),
-                     created_at=entry.created_at)
-        for entry in artifacts_repo.entries(session, job_id)
-    ])
+    return ArtifactList(
+        data=[
+            ArtifactInfo(
+                name=entry.name,
+                media_type=entry.media_type,
+                size=entry.size,
+                url=base + quote(entry.name, safe=""),
+                created_at=entry.created_at,
+            )
+            for entry in artifacts_repo.entries(session, job_id)
+        ]
+    )
 
 
 @router.get(
     "/{job_id}/artifacts/{name}",
     response_class=Response,
     responses={
-        200: {"content": {"application/octet-stream": {}}, "headers": FILE_HEADERS,
-              "description": "the file, with its stored media type"},
-        206: {"content": {"application/octet-stream": {}}, "headers": FILE_HEADERS,
-              "description": "the bytes the Range asked for; Content-Range: bytes first-last/size"},
+        200: {
+            "content": {"application/octet-stream": {}},
+            "headers": FILE_HEADERS,
+            "description": "the file, with its stored media type",
+        },
+        206: {
+            "content": {"application/octet-stream": {}},
+            "headers": FILE_HEADERS,
+            "description": "the bytes the Range asked for; Content-Range: bytes first-last/size",
+        },
         304: {"description": "If-None-Match named the ETag: the client's copy is current"},
-        **NOT_FOUND, **RANGE_NOT_SATISFIABLE,
+        **NOT_FOUND,
+        **RANGE_NOT_SATISFIABLE,
     },
     summary="Download an artifact",
 )
 def download_artifact(
-    job_id: str, name: str, request: Request, session: SessionDep, scope: ScopeDep,
-    range_header: RangeHeader = None, if_range: IfRange = None, if_none_match: IfNoneMatch = None,
+    job_id: str,
+    name: str,
+    request: Request,
+    session: SessionDep,
+    scope: ScopeDep,
+    range_header: RangeHeader = None,
+    if_range: IfRange = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response:
     """The artifact whose stored name equals `name` exactly (no path is ever built from it), streamed."""
     entry = _artifact(session, scope, job_id, name)
@@ -78,22 +106,30 @@ def download_artifact(
         return Response(status_code=304, headers={"ETag": etag})
     part = wanted(entry.size, range_header, if_range, etag)
     chunks = uploads_repo.stream_blob(request.app.state.read_sessions, entry.blob_id, part.start, part.stop)
-    return StreamingResponse(chunks, status_code=206 if part.partial else 200, media_type=entry.media_type,
-                             headers=_file_headers(entry, etag, part))
+    return StreamingResponse(
+        chunks,
+        status_code=206 if part.partial else 200,
+        media_type=entry.media_type,
+        headers=_file_headers(entry, etag, part),
+    )
 
 
 @router.head(
     "/{job_id}/artifacts/{name}",
     response_class=Response,
-    responses={200: {"headers": FILE_HEADERS, "description": "the headers a whole download would have, no body"},
-               **NOT_FOUND},
+    responses={
+        200: {"headers": FILE_HEADERS, "description": "the headers a whole download would have, no body"},
+        **NOT_FOUND,
+    },
     summary="An artifact's type and size",
 )
 def artifact_headers(job_id: str, name: str, session: SessionDep, scope: ScopeDep) -> Response:
     """What GET would answer for the whole file, without the bytes (which are not read)."""
     entry = _artifact(session, scope, job_id, name)
     etag = entity_tag(entry.sha256)
-    return Response(media_type=entry.media_type, headers=_file_headers(entry, etag, Wanted(0, entry.size, entry.size, False)))
+    return Response(
+        media_type=entry.media_type, headers=_file_headers(entry, etag, Wanted(0, entry.size, entry.size, False))
+    )
 
 
 def _owned_job_id(session, scope: str | None, job_id: str) -> str:

@@ -54,13 +54,25 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJ
     openapi_extra=UPLOAD_BODY,
     responses={
         200: {"model": Dataset, "description": "the same arrays were uploaded before: that data set"},
-        408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
-                                         "upload_deadline_s; the connection is closed"},
-        413: {**PROBLEM, "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes, "
-                                         "or storing it would take the key past max_stored_bytes_per_key"},
-        422: {**PROBLEM, "description": "not a valid data set: malformed file, dtype, shape, non-finite value or too many points"},
-        429: {**PROBLEM, "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
-                                         "(or a rate limit); Retry-After"},
+        408: {
+            **PROBLEM,
+            "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
+            "upload_deadline_s; the connection is closed",
+        },
+        413: {
+            **PROBLEM,
+            "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes, "
+            "or storing it would take the key past max_stored_bytes_per_key",
+        },
+        422: {
+            **PROBLEM,
+            "description": "not a valid data set: malformed file, dtype, shape, non-finite value or too many points",
+        },
+        429: {
+            **PROBLEM,
+            "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
+            "(or a rate limit); Retry-After",
+        },
     },
 )
 async def upload_dataset(
@@ -80,10 +92,19 @@ async def upload_dataset(
     """
     with request.app.state.upload_slots.hold(owner), temporary_folder(settings.upload_dir) as folder:
         await run_in_threadpool(refuse_if_full, request.app.state.sessions, owner, settings)
-        received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file")
+        received = await receive(
+            request, Path(folder), settings.max_upload_bytes, parts=("file", "x", "y"), plain="file"
+        )
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
-            store_dataset, received, Path(folder), request.app.state.sessions, owner, label, settings, dataset_resource,
+            store_dataset,
+            received,
+            Path(folder),
+            request.app.state.sessions,
+            owner,
+            label,
+            settings,
+            dataset_resource,
         )
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"{public_url(request)}/v1/datasets/{resource.id}"

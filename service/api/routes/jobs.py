@@ -9,7 +9,13 @@ from fastapi import APIRouter, Body, Header, Query, Response
 
 from api_schemas import problems as types
 from api_schemas.resources import (
-    Job, JobDryRun, JobPage, JobStatus, JobUpdate, Progress, Series,
+    Job,
+    JobDryRun,
+    JobPage,
+    JobStatus,
+    JobUpdate,
+    Progress,
+    Series,
 )
 from api_schemas.spec import JobSpec
 from config.settings import Settings
@@ -60,7 +66,11 @@ SPEC_EXAMPLES = {
         "summary": "Your own points: x is n × d, y is n × O",
         "value": {
             "model": {"hidden": [512]},
-            "data": {"kind": "inline", "x": [[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], "y": [1.0, 1.0, 0.0, 0.0]},
+            "data": {
+                "kind": "inline",
+                "x": [[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]],
+                "y": [1.0, 1.0, 0.0, 0.0],
+            },
             "training": {"max_steps": 500},
             "diagnostics": {"hessian": None},
         },
@@ -90,8 +100,12 @@ def create_job(
     settings: SettingsDep,
     broker: BrokerDep,
     public_url: PublicUrlDep,
-    idempotency_key: Annotated[str | None, Header(alias=HEADER, description="retry-safe: same key + same body → the first answer")] = None,
-    dry_run_: Annotated[bool, Query(alias="dry_run", description="answer the estimate (200) and store nothing")] = False,
+    idempotency_key: Annotated[
+        str | None, Header(alias=HEADER, description="retry-safe: same key + same body → the first answer")
+    ] = None,
+    dry_run_: Annotated[
+        bool, Query(alias="dry_run", description="answer the estimate (200) and store nothing")
+    ] = False,
 ) -> Job | FiniteJSONResponse:
     """Validate, check the caps, store and enqueue a job; poll `Location` until its status is final.
 
@@ -120,7 +134,9 @@ def list_jobs(
     status: Annotated[list[JobStatus] | None, Query(description="repeat to match several")] = None,
     tag: Annotated[str | None, Query(max_length=64)] = None,
     sweep_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = paging.DEFAULT_PAGE_SIZE,
+    limit: Annotated[
+        int, Query(ge=1, description="page size, at most settings.max_page_size")
+    ] = paging.DEFAULT_PAGE_SIZE,
     after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
 ) -> JobPage:
     limit = paging.checked_limit(limit, settings, "jobs")
@@ -145,7 +161,9 @@ def job_metrics(
     job_id: str,
     session: SessionDep,
     scope: ScopeDep,
-    names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
+    names: Annotated[
+        str | None, Query(max_length=2000, description="comma-separated series names; all if absent")
+    ] = None,
     since_step: SinceStep = None,
 ) -> dict[str, Series]:
     """`{name: {step: [...], value: [...]}}` for the series recorded so far; unknown names are left out.
@@ -157,13 +175,17 @@ def job_metrics(
     return _series(session, job.id, names, since_step)
 
 
-@router.get("/{job_id}/updates", response_model=JobUpdate, responses=NOT_FOUND, summary="A job and its new metric points")
+@router.get(
+    "/{job_id}/updates", response_model=JobUpdate, responses=NOT_FOUND, summary="A job and its new metric points"
+)
 def job_updates(
     job_id: str,
     session: SessionDep,
     scope: ScopeDep,
     settings: SettingsDep,
-    names: Annotated[str | None, Query(max_length=2000, description="comma-separated series names; all if absent")] = None,
+    names: Annotated[
+        str | None, Query(max_length=2000, description="comma-separated series names; all if absent")
+    ] = None,
     since_step: SinceStep = None,
 ) -> JobUpdate:
     """The job (spec left out) and its metric points after `since_step`: one request per interval for a page
@@ -260,5 +282,3 @@ def _owned_job(session, scope: str | None, job_id: str, *, fresh: bool = False) 
     if job is None:
         raise ProblemError(404, "no such job")
     return job
-
-

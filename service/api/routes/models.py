@@ -30,7 +30,10 @@ UPLOAD_BODY = {
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
-                    "properties": {"file": {"type": "string", "format": "binary"}, "name": {"type": "string", "maxLength": 200}},
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "name": {"type": "string", "maxLength": 200},
+                    },
                 }
             },
         },
@@ -48,13 +51,25 @@ router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONR
     openapi_extra=UPLOAD_BODY,
     responses={
         200: {"model": Model, "description": "the same file was uploaded before: that model"},
-        408: {**PROBLEM, "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
-                                         "upload_deadline_s; the connection is closed"},
-        413: {**PROBLEM, "description": "the file (or a tensor it declares) exceeds max_upload_bytes, or storing it "
-                                         "would take the key past max_stored_bytes_per_key"},
-        422: {**PROBLEM, "description": "not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator"},
-        429: {**PROBLEM, "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
-                                         "(or a rate limit); Retry-After"},
+        408: {
+            **PROBLEM,
+            "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
+            "upload_deadline_s; the connection is closed",
+        },
+        413: {
+            **PROBLEM,
+            "description": "the file (or a tensor it declares) exceeds max_upload_bytes, or storing it "
+            "would take the key past max_stored_bytes_per_key",
+        },
+        422: {
+            **PROBLEM,
+            "description": "not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator",
+        },
+        429: {
+            **PROBLEM,
+            "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
+            "(or a rate limit); Retry-After",
+        },
     },
 )
 async def upload_model(
@@ -76,7 +91,13 @@ async def upload_model(
         received = await receive(request, Path(folder), settings.max_upload_bytes, parts=("file",), plain="file")
         label = label_from(name, received)
         resource, created = await run_in_threadpool(
-            store_model, received, request.app.state.sessions, request.app.state.model_checks, owner, label, settings,
+            store_model,
+            received,
+            request.app.state.sessions,
+            request.app.state.model_checks,
+            owner,
+            label,
+            settings,
             model_resource,
         )
     response.status_code = 201 if created else 200

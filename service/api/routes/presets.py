@@ -19,11 +19,19 @@ router = APIRouter(prefix="/v1/presets", tags=["presets"], route_class=StrictJSO
 
 @router.get("", response_model=PresetList, summary="The paper's experiments")
 def list_presets() -> PresetList:
-    return PresetList(data=[
-        PresetInfo(name=preset.name, title=preset.title, claim=preset.claim, scales=list(SCALES),
-                   jobs={scale: grid_size(preset.sweep(scale).grid) for scale in SCALES}, theory=preset.theory)
-        for preset in PRESETS.values()
-    ])
+    return PresetList(
+        data=[
+            PresetInfo(
+                name=preset.name,
+                title=preset.title,
+                claim=preset.claim,
+                scales=list(SCALES),
+                jobs={scale: grid_size(preset.sweep(scale).grid) for scale in SCALES},
+                theory=preset.theory,
+            )
+            for preset in PRESETS.values()
+        ]
+    )
 
 
 @router.post(

@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import ValidationError
 
-from analysis.fit_figure import chosen_fits
 from analysis.figure_titles import figure_title
+from analysis.fit_figure import chosen_fits
 from analysis.sweep_plot import MEDIA_TYPES, render_fits
 from analysis.sweep_table import fit_results
 from api_schemas import problems as types
@@ -37,7 +37,11 @@ SWEEP_EXAMPLES = {
         "value": {
             "name": "fig1-mini",
             "base": {"model": {"hidden": [100], "activation": "tanh"}, "training": {"max_steps": 500}},
-            "grid": {"model.hidden.0": [100, 300, 1000], "model.output_activation": ["identity", "swish"], "seed": [0, 1]},
+            "grid": {
+                "model.hidden.0": [100, 300, 1000],
+                "model.output_activation": ["identity", "swish"],
+                "seed": [0, 1],
+            },
             "fits": [{"y": "delta_k_max", "x": "model.hidden.0", "group_by": ["model.output_activation"]}],
         },
     }
@@ -66,9 +70,13 @@ def list_sweeps(
     session: SessionDep,
     scope: ScopeDep,
     settings: SettingsDep,
-    status: Annotated[list[SweepStatus] | None, Query(description="the sweep's derived status; repeat to match several")] = None,
+    status: Annotated[
+        list[SweepStatus] | None, Query(description="the sweep's derived status; repeat to match several")
+    ] = None,
     tag: Annotated[str | None, Query(max_length=64, description="a tag of the sweep itself")] = None,
-    limit: Annotated[int, Query(ge=1, description="page size, at most settings.max_page_size")] = paging.DEFAULT_PAGE_SIZE,
+    limit: Annotated[
+        int, Query(ge=1, description="page size, at most settings.max_page_size")
+    ] = paging.DEFAULT_PAGE_SIZE,
     after: Annotated[str | None, Query(max_length=64, description="the `next` cursor of the previous page")] = None,
 ) -> SweepPage:
     """The caller's sweeps (every owner's for the admin key) without their spec, table or fits."""
@@ -89,7 +97,9 @@ def retrieve_sweep(
     session: SessionDep,
     scope: ScopeDep,
     settings: SettingsDep,
-    limit: Annotated[int | None, Query(ge=1, description="table rows per page; default and most: settings.max_page_size")] = None,
+    limit: Annotated[
+        int | None, Query(ge=1, description="table rows per page; default and most: settings.max_page_size")
+    ] = None,
     after: Annotated[str | None, Query(max_length=64, description="the `next` of the previous page")] = None,
 ) -> Response:
     sweep = _owned_sweep(session, scope, sweep_id)
@@ -140,13 +150,21 @@ def _plotted_fits(sweep: models.Sweep, x: str | None, y: str | None) -> list[Fit
     if chosen:
         return chosen
     if x is None or y is None:
-        raise ProblemError(422, "the sweep asked for no fit of that kind: pass both x and y", type=types.VALIDATION,
-                           errors=[FieldError(field="x" if x is None else "y", message="required: the sweep has no matching fit")])
+        raise ProblemError(
+            422,
+            "the sweep asked for no fit of that kind: pass both x and y",
+            type=types.VALIDATION,
+            errors=[FieldError(field="x" if x is None else "y", message="required: the sweep has no matching fit")],
+        )
     try:
         return [FitSpec(x=x, y=y)]
     except ValidationError:
-        raise ProblemError(422, f"x = {x!r} is not a dotted spec path like model.hidden.0", type=types.VALIDATION,
-                           errors=[FieldError(field="x", message="not a dotted spec path", value=x)]) from None
+        raise ProblemError(
+            422,
+            f"x = {x!r} is not a dotted spec path like model.hidden.0",
+            type=types.VALIDATION,
+            errors=[FieldError(field="x", message="not a dotted spec path", value=x)],
+        ) from None
 
 
 def _owned_sweep(session, scope: str | None, sweep_id: str) -> models.Sweep:

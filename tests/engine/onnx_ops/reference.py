@@ -23,21 +23,45 @@ from api_schemas.spec import ModelSpec
 from workers.engine.onnx_model import OnnxNetwork, build_onnx_network
 
 MODEL_ID = "mdl_" + "0" * 32
-ELEMENT_TYPES = {np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.float32): TensorProto.FLOAT,
-                 np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL}
+ELEMENT_TYPES = {
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
 
 
-def graph_model(nodes: list[onnx.NodeProto], x: np.ndarray, initializers: dict[str, np.ndarray] | None = None,
-                *, opset: int = 18, output: str = "y") -> onnx.ModelProto:
+def graph_model(
+    nodes: list[onnx.NodeProto],
+    x: np.ndarray,
+    initializers: dict[str, np.ndarray] | None = None,
+    *,
+    opset: int = 18,
+    output: str = "y",
+) -> onnx.ModelProto:
     """A model with input x (x's element type, batch axis symbolic), the given nodes, output `output` (shape left open)."""
     inits = [numpy_helper.from_array(np.asarray(value), name) for name, value in (initializers or {}).items()]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", ELEMENT_TYPES[x.dtype], ["n", *x.shape[1:]])],
-                              [helper.make_tensor_value_info(output, TensorProto.UNDEFINED, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", ELEMENT_TYPES[x.dtype], ["n", *x.shape[1:]])],
+        [helper.make_tensor_value_info(output, TensorProto.UNDEFINED, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
 
 
-def single_node(op: str, inputs: list[str], x: np.ndarray, initializers: dict[str, np.ndarray] | None = None, *,
-                opset: int = 18, outputs: tuple[str, ...] = ("y",), **attributes) -> onnx.ModelProto:
+def single_node(
+    op: str,
+    inputs: list[str],
+    x: np.ndarray,
+    initializers: dict[str, np.ndarray] | None = None,
+    *,
+    opset: int = 18,
+    outputs: tuple[str, ...] = ("y",),
+    **attributes,
+) -> onnx.ModelProto:
     """One node `op(inputs) -> outputs` with `attributes`; the first output is the graph's."""
     node = helper.make_node(op, inputs, list(outputs), **attributes)
     return graph_model([node], x, initializers, opset=opset, output=outputs[0])
@@ -51,22 +75,31 @@ def reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     return ReferenceEvaluator(model).run(None, {"x": x})[0]
 
 
-def assert_matches_reference(model: onnx.ModelProto, x: np.ndarray, *, rtol: float = 1e-12, atol: float = 1e-12) -> None:
+def assert_matches_reference(
+    model: onnx.ModelProto, x: np.ndarray, *, rtol: float = 1e-12, atol: float = 1e-12
+) -> None:
     """The converted network's output on x equals the reference evaluator's: shape, dtype kind and values."""
     expected = np.asarray(reference(model, x))
     with torch.no_grad():
         got = converted(model)(torch.as_tensor(x)).numpy()
     assert got.shape == expected.shape, (got.shape, expected.shape)
-    assert got.dtype.kind == expected.dtype.kind or {got.dtype.kind, expected.dtype.kind} <= {"i", "u"}, (got.dtype, expected.dtype)
+    assert got.dtype.kind == expected.dtype.kind or {got.dtype.kind, expected.dtype.kind} <= {"i", "u"}, (
+        got.dtype,
+        expected.dtype,
+    )
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
 
 
-def assert_gradient_matches_finite_differences(model: onnx.ModelProto, x: np.ndarray, *, wrt_input: bool = True) -> None:
+def assert_gradient_matches_finite_differences(
+    model: onnx.ModelProto, x: np.ndarray, *, wrt_input: bool = True
+) -> None:
     """torch.autograd.gradcheck (float64 central differences) of the converted network in x (if wrt_input) and its weights."""
     net = converted(model)
     weights = [p for p in net.parameters() if p.requires_grad]
     names = [name for name, p in net.named_parameters() if p.requires_grad]
-    x0 = torch.as_tensor(x, dtype=torch.float64).requires_grad_(wrt_input) if x.dtype.kind == "f" else torch.as_tensor(x)
+    x0 = (
+        torch.as_tensor(x, dtype=torch.float64).requires_grad_(wrt_input) if x.dtype.kind == "f" else torch.as_tensor(x)
+    )
 
     def f(*args):
         inputs, values = (args[0], args[1:]) if wrt_input else (x0, args)
@@ -95,5 +128,9 @@ def assert_forward_mode_matches_reverse(model, x: np.ndarray) -> None:
     argnums = (0, 1) if weights else 1
     f = lambda w, x: torch.func.functional_call(net, w, (x,))  # noqa: E731
     with torch.no_grad():
-        torch.testing.assert_close(torch.func.jacfwd(f, argnums)(weights, torch.as_tensor(x)),
-                                   torch.func.jacrev(f, argnums)(weights, torch.as_tensor(x)), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            torch.func.jacfwd(f, argnums)(weights, torch.as_tensor(x)),
+            torch.func.jacrev(f, argnums)(weights, torch.as_tensor(x)),
+            rtol=1e-12,
+            atol=1e-12,
+        )

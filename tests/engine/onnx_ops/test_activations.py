@@ -30,7 +30,6 @@ def away_from(x: np.ndarray, kinks: list[float], margin: float = 0.05) -> np.nda
     return x
 
 
-
 def check(model, x: np.ndarray, *, rtol: float = 1e-12, atol: float = 1e-12) -> None:
     assert_matches_reference(model, x, rtol=rtol, atol=atol)
     assert_vmap_per_point_matches(model, x)
@@ -69,13 +68,16 @@ def test_hard_swish_matches_the_reference_gradient_and_vmap(shape, opset):
     check(single_node("HardSwish", ["x"], x, opset=opset), x, rtol=1e-7, atol=1e-7)
 
 
-@pytest.mark.parametrize("x_shape, slope_shape", [
-    ((3, 4), (4,)),              # one slope per feature
-    ((2, 3, 4, 4), (3, 1, 1)),   # one per channel of an image batch, as exporters write nn.PReLU(C)
-    ((2, 3, 4), (3, 1)),
-    ((2, 3, 4), (1,)),           # one shared slope (nn.PReLU())
-    ((2, 3, 4), (3, 4)),
-])
+@pytest.mark.parametrize(
+    "x_shape, slope_shape",
+    [
+        ((3, 4), (4,)),  # one slope per feature
+        ((2, 3, 4, 4), (3, 1, 1)),  # one per channel of an image batch, as exporters write nn.PReLU(C)
+        ((2, 3, 4), (3, 1)),
+        ((2, 3, 4), (1,)),  # one shared slope (nn.PReLU())
+        ((2, 3, 4), (3, 4)),
+    ],
+)
 def test_prelu_broadcasts_its_trainable_slope_to_x(x_shape, slope_shape):
     rng = np.random.default_rng([*x_shape, *slope_shape])
     x = away_from(rng.normal(size=x_shape), [0.0])

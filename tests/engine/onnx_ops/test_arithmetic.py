@@ -29,7 +29,6 @@ def check(model, x: np.ndarray, *, gradient: bool = True) -> None:
         assert_forward_mode_matches_reverse(model, x)
 
 
-
 def away_from_integers(x: np.ndarray) -> np.ndarray:
     """x moved to the middle part (0.1 … 0.9) of its unit interval: away from the steps of Floor, Ceil, Sign."""
     return np.floor(x) + 0.1 + 0.8 * (x - np.floor(x))
@@ -60,7 +59,9 @@ def test_min_max_over_any_number_of_broadcast_inputs(op, shapes, operands):
     check(single_node(op, ["x", *weights], x, weights), x)
 
 
-@pytest.mark.parametrize("bounds", [{"min": -0.5, "max": 0.75}, {"min": -0.5}, {"max": 0.25}, {}, {"min": 0.5, "max": -0.5}])
+@pytest.mark.parametrize(
+    "bounds", [{"min": -0.5, "max": 0.75}, {"min": -0.5}, {"max": 0.25}, {}, {"min": 0.5, "max": -0.5}]
+)
 @pytest.mark.parametrize("shape", [(3, 4), (2, 3, 2)])
 def test_clip_with_attributes_at_opset_6(shape, bounds):
     x = np.random.default_rng(len(bounds)).normal(size=shape)
@@ -78,7 +79,9 @@ def test_clip_with_optional_min_max_inputs(shape, opset, bounds):
 
 def test_clip_of_integers_keeps_them_integers():
     x = np.arange(-6, 6, dtype=np.int64).reshape(3, 4)
-    check(single_node("Clip", ["x", "lo", "hi"], x, {"lo": np.array(-2), "hi": np.array(3)}, opset=13), x, gradient=False)
+    check(
+        single_node("Clip", ["x", "lo", "hi"], x, {"lo": np.array(-2), "hi": np.array(3)}, opset=13), x, gradient=False
+    )
 
 
 @pytest.mark.parametrize("fmod", [0, 1])
@@ -104,17 +107,20 @@ def test_mod_refuses_an_fmod_it_does_not_know_by_name():
         converted(single_node("Mod", ["x", "w"], x, {"w": np.ones(3)}, fmod=2))
 
 
-@pytest.mark.parametrize("equation, x_shape, w_shapes", [
-    ("bi,ij->bj", (3, 4), [(4, 2)]),
-    ("bi, ij -> bj", (3, 4), [(4, 2)]),                  # spaces
-    ("bi,ij", (3, 4), [(4, 2)]),                         # implicit output: the once-used indices, sorted
-    ("bij,jk->bik", (2, 3, 4), [(4, 2)]),
-    ("bi,i->b", (3, 4), [(4,)]),
-    ("bii->bi", (2, 3, 3), []),                           # a diagonal
-    ("bij->bji", (2, 3, 4), []),
-    ("b...i,ij->b...j", (2, 3, 4), [(4, 2)]),            # an ellipsis
-    ("bi,ij,j->bj", (3, 4), [(4, 2), (2,)]),
-])
+@pytest.mark.parametrize(
+    "equation, x_shape, w_shapes",
+    [
+        ("bi,ij->bj", (3, 4), [(4, 2)]),
+        ("bi, ij -> bj", (3, 4), [(4, 2)]),  # spaces
+        ("bi,ij", (3, 4), [(4, 2)]),  # implicit output: the once-used indices, sorted
+        ("bij,jk->bik", (2, 3, 4), [(4, 2)]),
+        ("bi,i->b", (3, 4), [(4,)]),
+        ("bii->bi", (2, 3, 3), []),  # a diagonal
+        ("bij->bji", (2, 3, 4), []),
+        ("b...i,ij->b...j", (2, 3, 4), [(4, 2)]),  # an ellipsis
+        ("bi,ij,j->bj", (3, 4), [(4, 2), (2,)]),
+    ],
+)
 def test_einsum_matches_numpy_einsum(equation, x_shape, w_shapes):
     rng = np.random.default_rng(len(equation))
     x = rng.normal(size=x_shape)

@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from tests.engine.onnx_ops.reference import (assert_gradient_matches_finite_differences, assert_matches_reference,
-                                             assert_vmap_per_point_matches, converted, reference, single_node)
+from tests.engine.onnx_ops.reference import (
+    assert_gradient_matches_finite_differences,
+    assert_matches_reference,
+    assert_vmap_per_point_matches,
+    converted,
+    reference,
+    single_node,
+)
 from workers.engine.onnx_ops.registry import OnnxConversionError
 
 SIZES = {1: (9,), 2: (6, 7), 3: (5, 4, 5)}
@@ -35,10 +41,27 @@ def conv_case(seed: int, n: int, auto_pad: str, group: int, *, batch: int = 2, b
     return x, inits, attributes
 
 
-CONV_CASES = [(seed, n, auto_pad, group) for seed, (n, auto_pad, group) in enumerate(
-    [(1, "NOTSET", 1), (1, "NOTSET", 3), (1, "SAME_UPPER", 2), (1, "SAME_LOWER", 1), (1, "VALID", 2),
-     (2, "NOTSET", 1), (2, "NOTSET", 2), (2, "SAME_UPPER", 1), (2, "SAME_LOWER", 3), (2, "VALID", 1),
-     (3, "NOTSET", 2), (3, "SAME_UPPER", 1), (3, "SAME_LOWER", 2), (3, "VALID", 1)])]
+CONV_CASES = [
+    (seed, n, auto_pad, group)
+    for seed, (n, auto_pad, group) in enumerate(
+        [
+            (1, "NOTSET", 1),
+            (1, "NOTSET", 3),
+            (1, "SAME_UPPER", 2),
+            (1, "SAME_LOWER", 1),
+            (1, "VALID", 2),
+            (2, "NOTSET", 1),
+            (2, "NOTSET", 2),
+            (2, "SAME_UPPER", 1),
+            (2, "SAME_LOWER", 3),
+            (2, "VALID", 1),
+            (3, "NOTSET", 2),
+            (3, "SAME_UPPER", 1),
+            (3, "SAME_LOWER", 2),
+            (3, "VALID", 1),
+        ]
+    )
+]
 
 
 @pytest.mark.parametrize("seed, n, auto_pad, group", CONV_CASES)
@@ -82,10 +105,19 @@ def conv_transpose_case(seed: int, n: int, group: int):
     dilations = [int(d) for d in rng.integers(1, 3, size=n)]
     per_group_in, per_group_out = int(rng.integers(1, 3)), int(rng.integers(1, 3))
     x = rng.standard_normal((2, group * per_group_in, *[s - 1 for s in SIZES[n]]))
-    inits = {"w": rng.standard_normal((group * per_group_in, per_group_out, *kernel)), "b": rng.standard_normal(group * per_group_out)}
+    inits = {
+        "w": rng.standard_normal((group * per_group_in, per_group_out, *kernel)),
+        "b": rng.standard_normal(group * per_group_out),
+    }
     output_padding = [int(rng.integers(0, s)) for s in strides]  # < stride (onnx's reference needs that)
-    attributes = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "group": group,
-                  "pads": [int(p) for p in rng.integers(0, 2, size=2 * n)], "output_padding": output_padding}
+    attributes = {
+        "kernel_shape": kernel,
+        "strides": strides,
+        "dilations": dilations,
+        "group": group,
+        "pads": [int(p) for p in rng.integers(0, 2, size=2 * n)],
+        "output_padding": output_padding,
+    }
     return x, inits, attributes
 
 
@@ -94,8 +126,12 @@ def grouped_reference(x: np.ndarray, inits: dict, attributes: dict) -> np.ndarra
     channels of group > 1), concatenated along the channels."""
     group = attributes["group"]
     xs, ws, bs = np.split(x, group, axis=1), np.split(inits["w"], group), np.split(inits["b"], group)
-    parts = [reference(single_node("ConvTranspose", ["x", "w", "b"], xg, {"w": wg, "b": bg}, **{**attributes, "group": 1}), xg)
-             for xg, wg, bg in zip(xs, ws, bs)]
+    parts = [
+        reference(
+            single_node("ConvTranspose", ["x", "w", "b"], xg, {"w": wg, "b": bg}, **{**attributes, "group": 1}), xg
+        )
+        for xg, wg, bg in zip(xs, ws, bs)
+    ]
     return np.concatenate(parts, axis=1)
 
 
@@ -114,11 +150,16 @@ def test_conv_transpose_with_output_padding_matches_the_reference(seed, n):
 @pytest.mark.parametrize("seed, n, group", [(80, 1, 2), (81, 2, 3), (82, 3, 2)])
 def test_grouped_conv_transpose_matches_the_reference_group_by_group(seed, n, group):
     x, inits, attributes = conv_transpose_case(seed, n, group)
-    assert_converted_equals(single_node("ConvTranspose", ["x", "w", "b"], x, inits, **attributes), x,
-                            grouped_reference(x, inits, attributes))
+    assert_converted_equals(
+        single_node("ConvTranspose", ["x", "w", "b"], x, inits, **attributes),
+        x,
+        grouped_reference(x, inits, attributes),
+    )
 
 
-@pytest.mark.parametrize("n, auto_pad", [(1, "SAME_UPPER"), (2, "SAME_LOWER"), (2, "SAME_UPPER"), (3, "SAME_LOWER"), (2, "VALID")])
+@pytest.mark.parametrize(
+    "n, auto_pad", [(1, "SAME_UPPER"), (2, "SAME_LOWER"), (2, "SAME_UPPER"), (3, "SAME_LOWER"), (2, "VALID")]
+)
 def test_conv_transpose_auto_pad_matches_the_reference(n, auto_pad):
     x, inits, attributes = conv_transpose_case(90 + n, n, 1)
     del attributes["pads"]
@@ -132,10 +173,20 @@ def test_conv_transpose_auto_pad_matches_the_reference(n, auto_pad):
 def test_conv_transpose_output_shape_with_auto_pad_matches_the_reference(n, auto_pad):
     x, inits, attributes = conv_transpose_case(100 + n, n, 1)
     del attributes["pads"]
-    full = [s * (size - 1) + op + (k - 1) * d + 1 for s, size, op, k, d in
-            zip(attributes["strides"], x.shape[2:], attributes["output_padding"], attributes["kernel_shape"], attributes["dilations"])]
+    full = [
+        s * (size - 1) + op + (k - 1) * d + 1
+        for s, size, op, k, d in zip(
+            attributes["strides"],
+            x.shape[2:],
+            attributes["output_padding"],
+            attributes["kernel_shape"],
+            attributes["dilations"],
+        )
+    ]
     output_shape = [f - 3 + i for i, f in enumerate(full)]  # total padding 3, 2, 1: odd and even splits
-    model = single_node("ConvTranspose", ["x", "w", "b"], x, inits, auto_pad=auto_pad, output_shape=output_shape, **attributes)
+    model = single_node(
+        "ConvTranspose", ["x", "w", "b"], x, inits, auto_pad=auto_pad, output_shape=output_shape, **attributes
+    )
     assert_matches_reference(model, x)
 
 
@@ -145,11 +196,21 @@ def test_conv_transpose_output_shape_gives_the_spec_pads(n):
     onnx's reference does not apply, so the expectation is the reference with those pads written out."""
     x, inits, attributes = conv_transpose_case(110 + n, n, 1)
     del attributes["pads"]
-    full = [s * (size - 1) + op + (k - 1) * d + 1 for s, size, op, k, d in
-            zip(attributes["strides"], x.shape[2:], attributes["output_padding"], attributes["kernel_shape"], attributes["dilations"])]
+    full = [
+        s * (size - 1) + op + (k - 1) * d + 1
+        for s, size, op, k, d in zip(
+            attributes["strides"],
+            x.shape[2:],
+            attributes["output_padding"],
+            attributes["kernel_shape"],
+            attributes["dilations"],
+        )
+    ]
     totals = [3, 2, 1][:n]
     pads = [t - t // 2 for t in totals] + [t // 2 for t in totals]
-    model = single_node("ConvTranspose", ["x", "w", "b"], x, inits, output_shape=[f - t for f, t in zip(full, totals)], **attributes)
+    model = single_node(
+        "ConvTranspose", ["x", "w", "b"], x, inits, output_shape=[f - t for f, t in zip(full, totals)], **attributes
+    )
     expected = reference(single_node("ConvTranspose", ["x", "w", "b"], x, inits, pads=pads, **attributes), x)
     assert expected.shape[2:] == tuple(f - t for f, t in zip(full, totals))
     assert_converted_equals(model, x, expected)
@@ -179,11 +240,27 @@ def pool_case(seed: int, n: int, auto_pad: str, ceil: bool, dilated: bool):
     return rng.standard_normal((2, 2, *SIZES[n])), attributes
 
 
-POOL_CASES = [(seed, n, auto_pad, ceil, dilated) for seed, (n, auto_pad, ceil, dilated) in enumerate(
-    [(1, "NOTSET", False, False), (1, "NOTSET", True, True), (1, "SAME_UPPER", False, False), (1, "VALID", False, True),
-     (2, "NOTSET", False, True), (2, "NOTSET", True, False), (2, "NOTSET", True, True), (2, "SAME_LOWER", False, False),
-     (2, "SAME_UPPER", False, True), (3, "NOTSET", True, False), (3, "NOTSET", False, True), (3, "SAME_UPPER", False, False),
-     (3, "VALID", False, False)], start=200)]
+POOL_CASES = [
+    (seed, n, auto_pad, ceil, dilated)
+    for seed, (n, auto_pad, ceil, dilated) in enumerate(
+        [
+            (1, "NOTSET", False, False),
+            (1, "NOTSET", True, True),
+            (1, "SAME_UPPER", False, False),
+            (1, "VALID", False, True),
+            (2, "NOTSET", False, True),
+            (2, "NOTSET", True, False),
+            (2, "NOTSET", True, True),
+            (2, "SAME_LOWER", False, False),
+            (2, "SAME_UPPER", False, True),
+            (3, "NOTSET", True, False),
+            (3, "NOTSET", False, True),
+            (3, "SAME_UPPER", False, False),
+            (3, "VALID", False, False),
+        ],
+        start=200,
+    )
+]
 
 
 def spec_pads(attributes: dict, sizes) -> list[int]:
@@ -193,8 +270,10 @@ def spec_pads(attributes: dict, sizes) -> list[int]:
     strides, dilations = attributes["strides"], attributes.get("dilations", [1] * n)
     if attributes["auto_pad"] == "VALID":
         return [0] * 2 * n
-    totals = [max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
-              for size, k, s, d in zip(sizes, attributes["kernel_shape"], strides, dilations)]
+    totals = [
+        max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+        for size, k, s, d in zip(sizes, attributes["kernel_shape"], strides, dilations)
+    ]
     begin = [t // 2 if attributes["auto_pad"] == "SAME_UPPER" else t - t // 2 for t in totals]
     return begin + [t - b for t, b in zip(totals, begin)]
 
@@ -209,9 +288,17 @@ def assert_pool_matches_the_reference(op: str, x: np.ndarray, attributes: dict, 
         assert_matches_reference(model, x)
         return
     explicit = {k: v for k, v in attributes.items() if k != "auto_pad"}
-    assert_converted_equals(model, x, reference(single_node(op, ["x"], x, pads=spec_pads(attributes, x.shape[2:]), **extra, **explicit), x))
-    strays = (any(v != 1 for v in attributes["strides"] + attributes.get("dilations", [])) and auto_pad == "SAME_LOWER" and op == "MaxPool"
-              or any(v != 1 for v in attributes.get("dilations", [])) and auto_pad.startswith("SAME") and op == "AveragePool")
+    assert_converted_equals(
+        model, x, reference(single_node(op, ["x"], x, pads=spec_pads(attributes, x.shape[2:]), **extra, **explicit), x)
+    )
+    strays = (
+        any(v != 1 for v in attributes["strides"] + attributes.get("dilations", []))
+        and auto_pad == "SAME_LOWER"
+        and op == "MaxPool"
+        or any(v != 1 for v in attributes.get("dilations", []))
+        and auto_pad.startswith("SAME")
+        and op == "AveragePool"
+    )
     if not strays:
         assert_matches_reference(model, x)
 
@@ -226,7 +313,9 @@ def test_max_pool_matches_the_reference(seed, n, auto_pad, ceil, dilated):
 @pytest.mark.parametrize("seed, n, auto_pad, ceil, dilated", POOL_CASES)
 def test_average_pool_matches_the_reference(seed, n, auto_pad, ceil, dilated, include):
     x, attributes = pool_case(seed, n, auto_pad, ceil, dilated)
-    assert_pool_matches_the_reference("AveragePool", x, attributes, opset=19 if dilated else 18, count_include_pad=include)
+    assert_pool_matches_the_reference(
+        "AveragePool", x, attributes, opset=19 if dilated else 18, count_include_pad=include
+    )
 
 
 def spec_pool(x: np.ndarray, op: str, kernel, strides, dilations, begin, end, ceil: bool, include: bool) -> np.ndarray:
@@ -264,8 +353,18 @@ def test_pools_match_a_window_by_window_reading_of_the_spec(seed):
     x = rng.standard_normal((2, 2, *[int(v) for v in rng.integers(6, 11, n)]))
     ceil, include = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
     for op, extra in (("MaxPool", {}), ("AveragePool", {"count_include_pad": int(include)})):
-        model = single_node(op, ["x"], x, opset=19, kernel_shape=kernel, strides=strides, dilations=dilations,
-                            pads=begin + end, ceil_mode=int(ceil), **extra)
+        model = single_node(
+            op,
+            ["x"],
+            x,
+            opset=19,
+            kernel_shape=kernel,
+            strides=strides,
+            dilations=dilations,
+            pads=begin + end,
+            ceil_mode=int(ceil),
+            **extra,
+        )
         assert_converted_equals(model, x, spec_pool(x, op, kernel, strides, dilations, begin, end, ceil, include))
 
 
@@ -276,7 +375,9 @@ def test_symmetric_pooling_takes_torch_s_padding_and_matches_the_reference(op):
     for ceil in (0, 1):
         for include in (0, 1):
             extra = {"count_include_pad": include} if op == "AveragePool" else {}
-            model = single_node(op, ["x"], x, kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=ceil, **extra)
+            model = single_node(
+                op, ["x"], x, kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=ceil, **extra
+            )
             assert_matches_reference(model, x)
 
 
@@ -332,4 +433,3 @@ def test_a_kernel_shape_other_than_the_weight_s_is_an_error_when_the_conv_runs()
 def test_lp_pool_is_not_an_operator():
     with pytest.raises(OnnxConversionError, match="operator LpPool is not supported"):
         converted(single_node("LpPool", ["x"], np.zeros((1, 1, 4)), kernel_shape=[2]))
-

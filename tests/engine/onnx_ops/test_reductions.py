@@ -23,7 +23,6 @@ REDUCTIONS = ["ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceProd", "R
 AXES = [[1], [-1], [1, 2], [2, -2], [0], None]
 
 
-
 def reduction(op: str, x: np.ndarray, axes: list[int] | None, opset: int, **attributes):
     """The node with its axes where `opset` puts them: an attribute before 18 (ReduceSum: before 13), an input after."""
     if axes is not None and opset < (13 if op == "ReduceSum" else 18):
@@ -44,7 +43,7 @@ def involves_the_batch_axis(axes: list[int] | None, ndim: int) -> bool:
 def test_reduction_matches_the_reference_gradient_and_vmap(op, opset, axes, keepdims):
     rng = np.random.default_rng([sum(map(ord, op)), opset, keepdims])
     x = rng.normal(size=(2, 3, 4))
-    x = np.sign(x) * (np.abs(x) + 0.1)   # off ReduceL1's kink at 0 (random values: no ties for ReduceMax/Min)
+    x = np.sign(x) * (np.abs(x) + 0.1)  # off ReduceL1's kink at 0 (random values: no ties for ReduceMax/Min)
     model = reduction(op, x, axes, opset, keepdims=keepdims)
     assert_matches_reference(model, x)
     assert_gradient_matches_finite_differences(model, x)
@@ -78,12 +77,14 @@ def test_reductions_of_integers_keep_their_type(op):
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 def test_arg_max_min_pick_the_first_or_last_tie_and_give_int64(op, axis, keepdims, select_last_index):
     x = np.random.default_rng([sum(map(ord, op)), keepdims]).integers(-2, 3, size=(3, 4, 5)).astype(np.float64)  # ties
-    attributes = {"keepdims": keepdims, "select_last_index": select_last_index} | ({} if axis is None else {"axis": axis})
+    attributes = {"keepdims": keepdims, "select_last_index": select_last_index} | (
+        {} if axis is None else {"axis": axis}
+    )
     model = single_node(op, ["x"], x, opset=13, **attributes)
     assert_matches_reference(model, x)
     with torch.no_grad():
         assert converted(model)(torch.as_tensor(x)).dtype == torch.int64
-    if axis not in (None, 0):   # axis 0 (the default) is the batch axis: no per-point function
+    if axis not in (None, 0):  # axis 0 (the default) is the batch axis: no per-point function
         assert_vmap_per_point_matches(model, x)
 
 
@@ -99,16 +100,18 @@ def test_arg_max_refuses_a_select_last_index_it_does_not_know_by_name():
 def test_cum_sum_inclusive_exclusive_forward_and_reverse(axis, exclusive, reverse):
     x = np.random.default_rng([exclusive, reverse]).normal(size=(3, 4, 2))
     model = single_node("CumSum", ["x", "axis"], x, {"axis": axis}, opset=14, exclusive=exclusive, reverse=reverse)
-    if axis.ndim == 0:   # the reference evaluator wants the spec's 0-D axis; the converter takes a 1-element one too
+    if axis.ndim == 0:  # the reference evaluator wants the spec's 0-D axis; the converter takes a 1-element one too
         assert_matches_reference(model, x)
     else:
         with torch.no_grad():
             got = converted(model)(torch.as_tensor(x)).numpy()
-        flat = single_node("CumSum", ["x", "axis"], x, {"axis": axis.reshape(())}, opset=14, exclusive=exclusive, reverse=reverse)
+        flat = single_node(
+            "CumSum", ["x", "axis"], x, {"axis": axis.reshape(())}, opset=14, exclusive=exclusive, reverse=reverse
+        )
         np.testing.assert_allclose(got, ReferenceEvaluator(flat).run(None, {"x": x})[0], rtol=1e-12, atol=1e-12)
     assert_gradient_matches_finite_differences(model, x)
     assert_forward_mode_matches_reverse(model, x)
-    if int(axis.reshape(-1)[0]) != 0:   # a running sum over the points is no per-point function
+    if int(axis.reshape(-1)[0]) != 0:  # a running sum over the points is no per-point function
         assert_vmap_per_point_matches(model, x)
 
 

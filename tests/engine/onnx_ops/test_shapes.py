@@ -7,8 +7,14 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.engine.onnx_ops.reference import (assert_gradient_matches_finite_differences, assert_matches_reference,
-                                             assert_vmap_per_point_matches, converted, graph_model, single_node)
+from tests.engine.onnx_ops.reference import (
+    assert_gradient_matches_finite_differences,
+    assert_matches_reference,
+    assert_vmap_per_point_matches,
+    converted,
+    graph_model,
+    single_node,
+)
 from workers.engine.onnx_ops.registry import OnnxConversionError
 
 
@@ -30,12 +36,25 @@ def split_model(x: np.ndarray, axis: int, pieces: int, sizes: list[int] | None, 
         initializers["sizes"] = np.array(sizes, dtype=np.int64)
     elif how == "num_outputs":
         attributes["num_outputs"] = pieces
-    nodes = [helper.make_node("Split", inputs, outputs, **attributes), helper.make_node("Concat", outputs[::-1], ["y"], axis=axis)]
+    nodes = [
+        helper.make_node("Split", inputs, outputs, **attributes),
+        helper.make_node("Concat", outputs[::-1], ["y"], axis=axis),
+    ]
     return graph_model(nodes, x, initializers, opset=opset)
 
 
-SPLIT_CASES = [(opset, how, seed) for opset, how in [(11, "attribute"), (11, "equal"), (13, "input"), (13, "equal"),
-                                                     (18, "input"), (18, "num_outputs")] for seed in range(3)]
+SPLIT_CASES = [
+    (opset, how, seed)
+    for opset, how in [
+        (11, "attribute"),
+        (11, "equal"),
+        (13, "input"),
+        (13, "equal"),
+        (18, "input"),
+        (18, "num_outputs"),
+    ]
+    for seed in range(3)
+]
 
 
 @pytest.mark.parametrize("opset, how, seed", SPLIT_CASES)
@@ -47,7 +66,11 @@ def test_split_with_and_without_sizes_matches_the_reference(opset, how, seed):
     length = shape[axis]
     valid = [k for k in range(2, length + 1) if -(-length // k) * (k - 1) < length]  # every piece non-empty
     pieces = int(rng.choice(valid))
-    cuts = np.sort(rng.choice(np.arange(1, length), size=pieces - 1, replace=False)) if how in ("attribute", "input") else None
+    cuts = (
+        np.sort(rng.choice(np.arange(1, length), size=pieces - 1, replace=False))
+        if how in ("attribute", "input")
+        else None
+    )
     sizes = None if cuts is None else [int(s) for s in np.diff([0, *cuts, length])]
     if how in ("equal", "num_outputs") and seed == 2:
         pieces = 3
@@ -75,13 +98,20 @@ def test_split_last_output_alone_is_the_last_piece():
 
 def expand_to_shape_of_x(x: np.ndarray, middle: int) -> object:
     """y = Expand(x [n, 1, k], Concat(Shape(x)[0:1], [middle], Shape(x)[2:])): the target computed at run time."""
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Slice", ["s", "zero", "one"], ["batch"]),
-             helper.make_node("Slice", ["s", "two", "big"], ["rest"]),
-             helper.make_node("Concat", ["batch", "middle", "rest"], ["target"], axis=0),
-             helper.make_node("Expand", ["x", "target"], ["y"])]
-    initializers = {"zero": np.array([0]), "one": np.array([1]), "two": np.array([2]), "big": np.array([2**63 - 1]),
-                    "middle": np.array([middle])}
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "zero", "one"], ["batch"]),
+        helper.make_node("Slice", ["s", "two", "big"], ["rest"]),
+        helper.make_node("Concat", ["batch", "middle", "rest"], ["target"], axis=0),
+        helper.make_node("Expand", ["x", "target"], ["y"]),
+    ]
+    initializers = {
+        "zero": np.array([0]),
+        "one": np.array([1]),
+        "two": np.array([2]),
+        "big": np.array([2**63 - 1]),
+        "middle": np.array([middle]),
+    }
     return graph_model(nodes, x, initializers)
 
 
@@ -108,8 +138,11 @@ def test_expand_to_a_constant_shape_broadcasts_both_ways(seed):
 
 def test_expand_of_a_weight_is_differentiable_in_it():
     x = generator(2).normal(size=(3, 4))
-    model = graph_model([helper.make_node("Expand", ["w", "shape"], ["e"]), helper.make_node("Mul", ["x", "e"], ["y"])], x,
-                        {"w": generator(3).normal(size=(1, 4)), "shape": np.array([3, 1])})
+    model = graph_model(
+        [helper.make_node("Expand", ["w", "shape"], ["e"]), helper.make_node("Mul", ["x", "e"], ["y"])],
+        x,
+        {"w": generator(3).normal(size=(1, 4)), "shape": np.array([3, 1])},
+    )
     assert_matches_reference(model, x)
     assert_gradient_matches_finite_differences(model, x)
 
@@ -136,26 +169,42 @@ def test_tile_matches_the_reference(seed):
 def test_constant_of_shape_of_a_run_time_shape_takes_value_and_its_type(value):
     x = generator(0).normal(size=(3, 2, 4))
     attributes = {} if value is None else {"value": numpy_helper.from_array(value)}
-    model = graph_model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["y"], **attributes)], x)
+    model = graph_model(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["y"], **attributes)], x
+    )
     assert_matches_reference(model, x)
     got = converted(model)(torch.as_tensor(x))
-    assert str(got.dtype) == {None: "torch.float64", 2.5: "torch.float64", 7: "torch.int64", True: "torch.bool"}[
-        None if value is None else value.reshape(-1)[0].item()]
+    assert (
+        str(got.dtype)
+        == {None: "torch.float64", 2.5: "torch.float64", 7: "torch.int64", True: "torch.bool"}[
+            None if value is None else value.reshape(-1)[0].item()
+        ]
+    )
 
 
 def test_constant_of_shape_in_a_sum_with_x_is_per_point():
     x = generator(1).normal(size=(3, 2))
-    model = graph_model([helper.make_node("Shape", ["x"], ["s"]),
-                         helper.make_node("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(np.array([0.5]))),
-                         helper.make_node("Add", ["x", "c"], ["y"])], x)
+    model = graph_model(
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(np.array([0.5]))),
+            helper.make_node("Add", ["x", "c"], ["y"]),
+        ],
+        x,
+    )
     assert_matches_reference(model, x)
     assert_vmap_per_point_matches(model, x)
 
 
 def test_constant_of_shape_refuses_a_value_of_several_elements():
     x = np.zeros((2, 2))
-    model = graph_model([helper.make_node("Shape", ["x"], ["s"]),
-                         helper.make_node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(np.array([1.0, 2.0])))], x)
+    model = graph_model(
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(np.array([1.0, 2.0]))),
+        ],
+        x,
+    )
     with pytest.raises(OnnxConversionError, match="ConstantOfShape: value must hold one element"):
         converted(model)
 
@@ -163,16 +212,34 @@ def test_constant_of_shape_refuses_a_value_of_several_elements():
 # ---- Range
 
 
-RANGES = [(0, 5, 1), (2, 11, 3), (10, 1, -2), (3, 3, 1), (5, 1, 1), (-4, 4, 3),
-          (0.5, 3.7, 0.4), (1.0, -2.0, -0.75), (0.0, 1.0, 0.1), (2.0, 1.0, 0.5)]
+RANGES = [
+    (0, 5, 1),
+    (2, 11, 3),
+    (10, 1, -2),
+    (3, 3, 1),
+    (5, 1, 1),
+    (-4, 4, 3),
+    (0.5, 3.7, 0.4),
+    (1.0, -2.0, -0.75),
+    (0.0, 1.0, 0.1),
+    (2.0, 1.0, 0.5),
+]
 
 
 @pytest.mark.parametrize("start, limit, delta", RANGES)
 def test_range_of_constants_int_and_float(start, limit, delta):
     dtype = np.float64 if isinstance(start, float) else np.int64
     x = np.zeros((2, 1))
-    model = single_node("Range", ["start", "limit", "delta"], x,
-                        {"start": np.array(start, dtype=dtype), "limit": np.array(limit, dtype=dtype), "delta": np.array(delta, dtype=dtype)})
+    model = single_node(
+        "Range",
+        ["start", "limit", "delta"],
+        x,
+        {
+            "start": np.array(start, dtype=dtype),
+            "limit": np.array(limit, dtype=dtype),
+            "delta": np.array(delta, dtype=dtype),
+        },
+    )
     assert_matches_reference(model, x)
 
 
@@ -183,9 +250,14 @@ def test_range_up_to_a_dimension_of_x_at_run_time(kind):
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["length"], axis=0)]
     if kind == "float":
         nodes.append(helper.make_node("Cast", ["length"], ["limit"], to=TensorProto.DOUBLE))
-    nodes += [helper.make_node("Range", ["start", "limit" if kind == "float" else "length", "delta"], ["r"]),
-              helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.DOUBLE), helper.make_node("Mul", ["x", "rf"], ["y"])]
-    start, delta = (np.array(0, dtype=dtype), np.array(1, dtype=dtype)) if kind == "int" else (np.array(0.5), np.array(1.0))
+    nodes += [
+        helper.make_node("Range", ["start", "limit" if kind == "float" else "length", "delta"], ["r"]),
+        helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.DOUBLE),
+        helper.make_node("Mul", ["x", "rf"], ["y"]),
+    ]
+    start, delta = (
+        (np.array(0, dtype=dtype), np.array(1, dtype=dtype)) if kind == "int" else (np.array(0.5), np.array(1.0))
+    )
     model = graph_model(nodes, x, {"one": np.array(1), "start": start, "delta": delta})
     assert_matches_reference(model, x)
     assert_vmap_per_point_matches(model, x)
@@ -211,8 +283,14 @@ def test_reshape_is_per_point_and_differentiable():
 @pytest.mark.parametrize("like", [np.array([1.0], dtype=np.float32), np.array([1], dtype=np.int64)])
 def test_castlike_takes_the_target_type_and_a_float_target_is_the_networks_dtype(like):
     x = np.array([[1.7, -2.2, 3.0]])
-    model = graph_model([helper.make_node("CastLike", ["x", "like"], ["c"]), helper.make_node("Cast", ["c"], ["y"], to=TensorProto.DOUBLE)],
-                        x, {"like": like})
+    model = graph_model(
+        [
+            helper.make_node("CastLike", ["x", "like"], ["c"]),
+            helper.make_node("Cast", ["c"], ["y"], to=TensorProto.DOUBLE),
+        ],
+        x,
+        {"like": like},
+    )
     expected = x.astype(like.dtype).astype(np.float64)  # float32 target: the converter keeps float64 (exact here)
     with torch.no_grad():
         got = converted(model)(torch.as_tensor(x)).numpy()

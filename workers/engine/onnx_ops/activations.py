@@ -17,8 +17,21 @@ import torch.nn.functional as F
 
 from workers.engine.onnx_ops.registry import Node, Run, operator
 
-ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Softplus", "Gelu", "LeakyRelu",
-               "Elu", "Selu", "Celu", "Mish", "HardSwish", "PRelu", "Softsign")
+ACTIVATIONS = (
+    "Relu",
+    "Tanh",
+    "Sigmoid",
+    "Softplus",
+    "Gelu",
+    "LeakyRelu",
+    "Elu",
+    "Selu",
+    "Celu",
+    "Mish",
+    "HardSwish",
+    "PRelu",
+    "Softsign",
+)
 
 
 @operator("Relu")
@@ -92,7 +105,10 @@ def mish(node: Node) -> Run:
 @operator("HardSigmoid", "alpha", "beta")
 def hard_sigmoid(node: Node) -> Run:
     """max(0, min(1, αx + β)) (α = 0.2, β = 0.5)."""
-    alpha, beta = node.attr("alpha", 0.20000000298023224), node.attr("beta", 0.5)  # float32's 0.2, as a written alpha=0.2 reads
+    alpha, beta = (
+        node.attr("alpha", 0.20000000298023224),
+        node.attr("beta", 0.5),
+    )  # float32's 0.2, as a written alpha=0.2 reads
     return lambda x: torch.clamp(alpha * x + beta, 0.0, 1.0)
 
 

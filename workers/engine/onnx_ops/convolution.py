@@ -71,7 +71,9 @@ def _same_pads(auto_pad: str, total: int) -> tuple[int, int]:
     return begin, total - begin
 
 
-def _window_pads(auto_pad: str, pads: list[int] | None, sizes, kernel, strides, dilations) -> tuple[list[int], list[int]]:
+def _window_pads(
+    auto_pad: str, pads: list[int] | None, sizes, kernel, strides, dilations
+) -> tuple[list[int], list[int]]:
     """(begin, end) pads of a convolution or pooling window per spatial axis (explicit or auto_pad)."""
     n = len(sizes)
     if auto_pad == "VALID":
@@ -109,7 +111,9 @@ def conv(node: Node) -> Run:
     """Y = W ⋆ X + B: cross-correlation of X [N, C, D₁…Dₙ] (n = 1, 2, 3) with W [M, C/group, k₁…kₙ] per group."""
     auto_pad, group = _auto_pad(node), int(node.attr("group", 1))
     _rank(node, "dilations", "kernel_shape", "pads", "strides")
-    dilations, kernel_shape, pads, strides = (node.attr(name) for name in ("dilations", "kernel_shape", "pads", "strides"))
+    dilations, kernel_shape, pads, strides = (
+        node.attr(name) for name in ("dilations", "kernel_shape", "pads", "strides")
+    )
 
     def run(x, w, b=None):
         n = x.dim() - 2
@@ -127,12 +131,24 @@ def conv(node: Node) -> Run:
     return run
 
 
-@operator("ConvTranspose", "auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides")
+@operator(
+    "ConvTranspose",
+    "auto_pad",
+    "dilations",
+    "group",
+    "kernel_shape",
+    "output_padding",
+    "output_shape",
+    "pads",
+    "strides",
+)
 def conv_transpose(node: Node) -> Run:
     """Y = Wᵀ ⋆ X + B: the transpose (gradient) of Conv, X [N, C, D₁…Dₙ], W [C, M/group, k₁…kₙ], pads cropping the output."""
     auto_pad, group = _auto_pad(node), int(node.attr("group", 1))
     _rank(node, "dilations", "kernel_shape", "output_padding", "pads", "strides")
-    dilations, kernel_shape, pads, strides = (node.attr(name) for name in ("dilations", "kernel_shape", "pads", "strides"))
+    dilations, kernel_shape, pads, strides = (
+        node.attr(name) for name in ("dilations", "kernel_shape", "pads", "strides")
+    )
     output_padding, output_shape = node.attr("output_padding"), node.attr("output_shape")
 
     def run(x, w, b=None):
@@ -141,7 +157,9 @@ def conv_transpose(node: Node) -> Run:
             raise OnnxConversionError(f"ConvTranspose of a {x.dim()}-D input is not supported (1-D, 2-D, 3-D)")
         kernel = list(w.shape[2:])
         if kernel_shape is not None and list(kernel_shape) != kernel:
-            raise OnnxConversionError(f"ConvTranspose kernel_shape {list(kernel_shape)} disagrees with the weight's {kernel}")
+            raise OnnxConversionError(
+                f"ConvTranspose kernel_shape {list(kernel_shape)} disagrees with the weight's {kernel}"
+            )
         d, s = _axes(dilations, n, 1, "dilations"), _axes(strides, n, 1, "strides")
         extra = _axes(output_padding, n, 0, "output_padding")
         sizes = list(x.shape[2:])
@@ -184,15 +202,23 @@ def _pool_attributes(node: Node) -> tuple[str, list[int], list[int] | None, list
     if kernel is None:
         raise node.refuse("kernel_shape is required")
     _rank(node, "dilations", "kernel_shape", "pads", "strides")
-    return (auto_pad, list(kernel), node.attr("strides"), node.attr("dilations"), node.attr("pads"),
-            bool(node.attr("ceil_mode", 0)))
+    return (
+        auto_pad,
+        list(kernel),
+        node.attr("strides"),
+        node.attr("dilations"),
+        node.attr("pads"),
+        bool(node.attr("ceil_mode", 0)),
+    )
 
 
 @operator("MaxPool", "auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides")
 def max_pool(node: Node) -> Run:
     """Y = max of X [N, C, D₁…Dₙ] (n = 1, 2, 3) over each (dilated) window, pads excluded."""
     if node.attr("storage_order", 0) != 0:
-        raise node.refuse("storage_order=1 is not supported (it only orders the Indices output, which is not supported either)")
+        raise node.refuse(
+            "storage_order=1 is not supported (it only orders the Indices output, which is not supported either)"
+        )
     auto_pad, kernel, strides, dilations, pads, ceil = _pool_attributes(node)
     n = len(kernel)
 
@@ -201,7 +227,9 @@ def max_pool(node: Node) -> Run:
         sizes = list(x.shape[2:])
         if auto_pad == "NOTSET":
             begin, end = _explicit_pads(pads, n)
-            if begin == end and all(2 * p <= k for p, k in zip(begin, kernel)):  # torch's own padding and ceil_mode agree with the spec
+            if begin == end and all(
+                2 * p <= k for p, k in zip(begin, kernel)
+            ):  # torch's own padding and ceil_mode agree with the spec
                 return MAX_POOL[n](x, kernel, s, begin, d, ceil_mode=ceil)
         begin, end = _pool_geometry(auto_pad, pads, ceil, sizes, kernel, s, d)
         return MAX_POOL[n](_pad(x, begin, end, -math.inf), kernel, s, 0, d)
@@ -221,19 +249,26 @@ def average_pool(node: Node) -> Run:
         sizes = list(x.shape[2:])
         if auto_pad == "NOTSET" and all(di == 1 for di in d):
             begin, end = _explicit_pads(pads, n)
-            if begin == end and all(2 * p <= k for p, k in zip(begin, kernel)):  # torch's own padding and ceil_mode agree with the spec
+            if begin == end and all(
+                2 * p <= k for p, k in zip(begin, kernel)
+            ):  # torch's own padding and ceil_mode agree with the spec
                 return AVG_POOL[n](x, kernel, s, begin, ceil_mode=ceil, count_include_pad=include)
         begin, end = _pool_geometry(auto_pad, pads, ceil, sizes, kernel, s, d)
         pad_begin, pad_end = _window_pads(auto_pad, pads, sizes, kernel, s, d)
         # window sums of the zero-padded input and, by the same windows, the number of elements each counts:
         # the input's (and the pads' when count_include_pad), never the ceil_mode overhang past the end pad
         ones = torch.ones([1, 1] + sizes, dtype=x.dtype, device=x.device)
-        counted = (_pad(ones, begin, end) if not include else
-                   _pad(_pad(ones, pad_begin, pad_end, 1.0), [0] * n, [e - p for e, p in zip(end, pad_end)]))
+        counted = (
+            _pad(ones, begin, end)
+            if not include
+            else _pad(_pad(ones, pad_begin, pad_end, 1.0), [0] * n, [e - p for e, p in zip(end, pad_end)])
+        )
         window = torch.ones([1, 1] + kernel, dtype=x.dtype, device=x.device)
         count = CONV[n](counted, window, stride=s, dilation=d)
         channels = x.shape[1]
-        sums = CONV[n](_pad(x, begin, end), window.expand([channels, 1] + kernel), stride=s, dilation=d, groups=channels)
+        sums = CONV[n](
+            _pad(x, begin, end), window.expand([channels, 1] + kernel), stride=s, dilation=d, groups=channels
+        )
         return sums / count
 
     return run

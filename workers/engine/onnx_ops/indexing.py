@@ -36,7 +36,7 @@ def gather(node: Node) -> Run:
         if axis == 0 and data.dim() == 2 and data.is_floating_point():
             return F.embedding(indices, data)
         picked = data.index_select(axis, indices.reshape(-1))
-        return picked.reshape((*data.shape[:axis], *indices.shape, *data.shape[axis % data.dim() + 1:]))
+        return picked.reshape((*data.shape[:axis], *indices.shape, *data.shape[axis % data.dim() + 1 :]))
 
     return run
 
@@ -112,7 +112,9 @@ def scatter_nd(node: Node) -> Run:
     def run(data, indices, updates):
         depth = indices.shape[-1]
         leading, trailing = data.shape[:depth], data.shape[depth:]
-        strides = torch.tensor([math.prod(leading[i + 1:]) for i in range(depth)], dtype=torch.long, device=data.device)
+        strides = torch.tensor(
+            [math.prod(leading[i + 1 :]) for i in range(depth)], dtype=torch.long, device=data.device
+        )
         sizes = torch.tensor(leading, dtype=torch.long, device=data.device)
         linear = (_positive_nd(indices.long(), sizes) * strides).sum(-1).reshape(-1, 1)
         width = math.prod(trailing)
@@ -186,7 +188,9 @@ def pad(node: Node) -> Run:
         for axis, before, after in zip(axes, widths[:count], widths[count:]):
             if before < 0 or after < 0:
                 x = x.narrow(axis, max(-before, 0), x.shape[axis] + min(before, 0) + min(after, 0))
-        grow = [(axis, max(before, 0), max(after, 0)) for axis, before, after in zip(axes, widths[:count], widths[count:])]
+        grow = [
+            (axis, max(before, 0), max(after, 0)) for axis, before, after in zip(axes, widths[:count], widths[count:])
+        ]
         grow = [(axis, before, after) for axis, before, after in grow if before or after]
         if not grow:
             return x
@@ -225,8 +229,18 @@ RESIZE_COORDINATES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-@operator("Resize", "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
-          "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy")
+@operator(
+    "Resize",
+    "mode",
+    "coordinate_transformation_mode",
+    "nearest_mode",
+    "cubic_coeff_a",
+    "exclude_outside",
+    "extrapolation_value",
+    "antialias",
+    "axes",
+    "keep_aspect_ratio_policy",
+)
 def resize(node: Node) -> Run:
     """X resized by `scales` or to `sizes` (over `axes`), nearest or (multi)linear; not cubic, antialias, exclude_outside, tf_crop_and_resize."""
     mode = node.attr("mode", "nearest")

@@ -30,7 +30,7 @@ def layer_normalization(node: Node) -> Run:
     axis, eps = node.attr("axis", -1), node.attr("epsilon", 1e-5)
 
     def run(x, scale, bias=None):
-        shape = tuple(x.shape[axis % x.dim():])
+        shape = tuple(x.shape[axis % x.dim() :])
         if tuple(scale.shape) == shape and (bias is None or tuple(bias.shape) == shape):
             return F.layer_norm(x, shape, scale, bias, eps)
         y = _normalized(x, tuple(range(axis % x.dim(), x.dim())), eps) * scale
@@ -77,6 +77,8 @@ def batch_normalization(node: Node) -> Run:
 
     def run(x, scale, bias, mean, var):
         shape = (1, -1) + (1,) * (x.dim() - 2)
-        return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
+        return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(
+            shape
+        )
 
     return run

@@ -33,12 +33,14 @@ def _common(node: Node, defaults: tuple[str, ...]):
     if len(names) == len(defaults) and dirs == 2:
         names = names * 2
     if len(names) != len(defaults) * dirs:
-        raise node.refuse(f"activations has {len(names)} entries, {node.proto.op_type} {direction} needs {len(defaults) * dirs}")
+        raise node.refuse(
+            f"activations has {len(names)} entries, {node.proto.op_type} {direction} needs {len(defaults) * dirs}"
+        )
     for name in names:
         if name.lower() not in ACTIVATION_FUNCTIONS:
             raise node.refuse(f"activation {name} is not supported (Relu, Sigmoid, Tanh)")
     functions = [ACTIVATION_FUNCTIONS[name.lower()] for name in names]
-    per_direction = [functions[i * len(defaults):(i + 1) * len(defaults)] for i in range(dirs)]
+    per_direction = [functions[i * len(defaults) : (i + 1) * len(defaults)] for i in range(dirs)]
     clip = node.attr("clip")
     lengths = node.known_array(4, "sequence_lens")
     length = None
@@ -55,13 +57,26 @@ def _clipped(clip: float | None):
     return lambda v: torch.clamp(v, -clip, clip)
 
 
-def _run_recurrence(node_type: str, direction: str, layout: int, hidden_size: int | None, length: int | None,
-                    x: Tensor, w: Tensor, b: Tensor | None, h0: Tensor, c0: Tensor | None, cell) -> tuple[Tensor, ...]:
+def _run_recurrence(
+    node_type: str,
+    direction: str,
+    layout: int,
+    hidden_size: int | None,
+    length: int | None,
+    x: Tensor,
+    w: Tensor,
+    b: Tensor | None,
+    h0: Tensor,
+    c0: Tensor | None,
+    cell,
+) -> tuple[Tensor, ...]:
     """Y, Y_h (and Y_c when c0 is not None: LSTM) of `cell(d, x_t Wᵀ + Wb, h, c) -> (h, c)` run over the steps of x
     for each direction d (the input projections of all steps computed at once; Wb the first half of B)."""
     dirs = 2 if direction == "bidirectional" else 1
     if w.shape[0] != dirs:
-        raise OnnxConversionError(f"{node_type} direction={direction} needs W with {dirs} direction(s), not {w.shape[0]}")
+        raise OnnxConversionError(
+            f"{node_type} direction={direction} needs W with {dirs} direction(s), not {w.shape[0]}"
+        )
     if layout:
         x = x.transpose(0, 1)
         h0 = h0.transpose(0, 1)
@@ -76,7 +91,7 @@ def _run_recurrence(node_type: str, direction: str, layout: int, hidden_size: in
         h, c = h0[d], None if c0 is None else c0[d]
         projected = x @ w[d].T
         if b is not None:
-            projected = projected + b[d, :w.shape[1]]
+            projected = projected + b[d, : w.shape[1]]
         order = range(x.shape[0]) if d == 0 and direction != "reverse" else range(x.shape[0] - 1, -1, -1)
         outputs = [None] * x.shape[0]
         for t in order:
@@ -122,7 +137,7 @@ def lstm(node: Node) -> Run:
             f, g, act_h = activations[d]
             gates = xw + h @ r[d].T
             if b is not None:
-                gates = gates + b[d, 4 * hidden:]
+                gates = gates + b[d, 4 * hidden :]
             i, o, fg, cand = gates.split(hidden, dim=-1)
             if p is not None:
                 p_i, p_o, p_f = p[d].split(hidden)
@@ -152,16 +167,16 @@ def gru(node: Node) -> Run:
 
         def cell(d, xw, h, c):
             f, g = activations[d]
-            r_zr, r_h = r[d, :2 * hidden], r[d, 2 * hidden:]
+            r_zr, r_h = r[d, : 2 * hidden], r[d, 2 * hidden :]
             hr = h @ r_zr.T
             if b is not None:
-                hr = hr + b[d, 3 * hidden:5 * hidden]
+                hr = hr + b[d, 3 * hidden : 5 * hidden]
             x_z, x_r, x_h = xw.split(hidden, dim=-1)
             h_z, h_r = hr.split(hidden, dim=-1)
             z, reset = f(clipped(x_z + h_z)), f(clipped(x_r + h_r))
             hh = (h if linear_before_reset else reset * h) @ r_h.T
             if b is not None:
-                hh = hh + b[d, 5 * hidden:]
+                hh = hh + b[d, 5 * hidden :]
             cand = g(clipped(x_h + (reset * hh if linear_before_reset else hh)))
             return (1 - z) * cand + z * h, None
 

@@ -27,7 +27,17 @@ import torch
 from torch import Tensor
 
 Run = Callable[..., Any]
-FAMILIES = ("arithmetic", "activations", "logic", "reductions", "shapes", "indexing", "convolution", "normalization", "recurrent")
+FAMILIES = (
+    "arithmetic",
+    "activations",
+    "logic",
+    "reductions",
+    "shapes",
+    "indexing",
+    "convolution",
+    "normalization",
+    "recurrent",
+)
 
 
 class OnnxConversionError(ValueError):

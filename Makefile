@@ -48,7 +48,8 @@ test: $(STAMP)
 	$(VENV)/bin/mypy; \
 	$(VENV)/bin/ruff format --check .; \
 	$(VENV)/bin/ruff check .; \
-	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+	mkdir -p var; status=0; $(VENV)/bin/pytest -q --junitxml=var/test-report.xml $(PYTEST_ARGS) || status=$$?; \
+	$(PY) scripts/test_times.py var/test-report.xml || true; exit $$status
 
 test-fast: $(STAMP)
 	$(VENV)/bin/pytest -q -m "not slow and not stack" $(PYTEST_ARGS)

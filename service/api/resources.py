@@ -14,7 +14,7 @@ from fastapi import Response
 
 from analysis import sweep_table
 from analysis.sweep_table import fit_results
-from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSummary
+from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSpec, SweepSummary
 from config.settings import Settings
 from service.api import paging
 from service.submission import Submitted
@@ -54,12 +54,12 @@ def sweep_response(
 def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | None) -> Sweep:
     """The sweep with counts, status and fits over all its jobs and one page of its table.
 
-    The stored spec is validated as the SweepSpec it was stored from (the wire types it)."""
+    The stored spec is typed as the SweepSpec it was stored from (its base as stored: `stored_sweep_spec`)."""
     counts = sweeps_repo.job_counts(session, sweep.id)
     page, has_more = sweeps_repo.table_page(session, sweep.id, limit, after_seq)
     return Sweep(
         **sweep_summary(sweep, counts).model_dump(exclude={"object", "axes"}),
-        spec=sweep.spec,
+        spec=stored_sweep_spec(sweep.spec),
         table=[
             {
                 "job_id": row.job_id,
@@ -74,6 +74,12 @@ def sweep_resource(session, sweep: models.Sweep, limit: int, after_seq: int | No
         next=paging.next_cursor(page, has_more),
         fits=_fit_results(session, sweep),
     )
+
+
+def stored_sweep_spec(document: dict) -> SweepSpec:
+    """A stored sweep document as its wire type. Its base was validated when the sweep was submitted and may hold
+    megabytes of inline data: it is put back as stored instead of being validated again on every read."""
+    return SweepSpec.model_validate({**document, "base": {}}).model_copy(update={"base": document.get("base", {})})
 
 
 def sweep_summary(sweep: models.Sweep, counts: Counter) -> SweepSummary:

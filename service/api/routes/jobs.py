@@ -123,7 +123,8 @@ def create_job(
     response.headers["Retry-After"] = str(settings.retry_after_s)
     if submitted.replayed:
         response.headers["Idempotent-Replayed"] = "true"
-    return job_resource(job, jobs_repo.spec_tags(job), settings, with_spec=True)
+        return job_resource(job, jobs_repo.spec_tags(job), settings, with_spec=True)
+    return job_resource(job, list(dict.fromkeys(spec.tags)), settings, with_spec=True)  # as sent, first of each
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")

@@ -105,6 +105,7 @@ class ForwardProfile:
             saved_bytes=saved * itemsize,
             activations=saved,
             layers=tuple(self.layers),
+            fixed_bytes=self.fixed_saved * itemsize,
         )
 
     def add_weights(self, shape: LayerShape, parameters: int, *, trainable: bool = True) -> None:

@@ -8,17 +8,20 @@ before it runs (api_schemas/estimate.py). Both read these formulas, so they cann
 A profile of one point (one forward pass) gives: F, the forward FLOPs per point (matmuls and
 convolutions, plus one per activation saved for backward); s, the bytes saved for backward
 per point; O; p trainable parameters, p_fb of them without a structured rule; and per covered
-layer its positions T per point (all calls), fan-in, width and kind. With b bytes per number,
+layer its positions T per point (all calls), fan-in, width and kind. f ≤ s of the saved bytes are
+computed from the weights alone (an uploaded graph's constant-free weight transforms, such as an
+LSTM's gate splits): a forward over n points saves them once, S(n) = n·(s − f) + f, while a
+cotangent still runs back through them per point and output. With b bytes per number,
 budget B (MEMORY_BUDGET_BYTES) and a backward pass ≈ F to the activations plus F to the weights:
 
     structured  FLOPs  n·F·(1 + O)                         forward + O backward passes to the layer outputs
                        + Σ_layers rule FLOPs                dense, or min(per-sample, position sum), below
                        + [p_fb > 0] ((k+1)/2)·n·F·(1 + 2O) + 2·(nO)²·p_fb     per-sample fallback, k panels
-                memory n·s + 2·b·n·O·Σ_layers T·out        activations and cotangents (stacked)
+                memory S(n) + 2·b·n·O·Σ_layers T·out       activations and cotangents (stacked)
     jacobian    FLOPs  n·F·(1 + 2O) + γ·2·(nO)²·p          O backward passes per point, then Σ J Jᵀ
-                memory b·n·O·p + n·(1 + O)·s               the whole Jacobian and the vmapped passes
+                memory b·n·O·p + S(n) + n·O·s               the whole Jacobian and the vmapped passes
     ntk_vp      FLOPs  n·F·(1 + 5·n·O)                     one vjp, then n·O (vjp + jvp) pairs on the batch
-                memory n·s + b·(3p + 8·n·a)                the saved forward and one column (a = s/b)
+                memory S(n) + b·(3p + 8·n·a)               the saved forward and one column (a = s/b)
 
 `memory` is what chunking cannot shrink; every chunked working set (per-sample gradients,
 position-sum rows, fallback panels, NTK-vector-product blocks) is sized to B on top of it.
@@ -84,7 +87,8 @@ class LayerShape:
 
 @dataclass(frozen=True)
 class Profile:
-    """One point's forward pass: F FLOPs, s bytes saved for backward, a = s/b activations (ntk_vp's block)."""
+    """One point's forward pass: F FLOPs, s bytes saved for backward, a = s/b activations (ntk_vp's block), f of the
+    s bytes computed from the weights alone (saved once per batch; 0 where unknown, as in the worker's profile)."""
 
     O: int
     p: int
@@ -94,6 +98,11 @@ class Profile:
     saved_bytes: int
     activations: int
     layers: tuple[LayerShape, ...]
+    fixed_bytes: int = 0
+
+    def forward_saved(self, n: int) -> int:
+        """S(n) = n·(s − f) + f: the bytes a forward pass over n points saves for backward."""
+        return n * (self.saved_bytes - self.fixed_bytes) + self.fixed_bytes
 
 
 @dataclass(frozen=True)
@@ -124,11 +133,12 @@ def method_costs(prof: Profile, n: int, budget: int) -> dict[str, Cost]:
         q, m = panel_and_chunk(n, O, prof.p_fallback, b, s, budget)
         structured_flops += passes(n, q) * n * F * (1 + 2 * O) + 2 * rows**2 * prof.p_fallback
         working = max(working, (q + m) * O * prof.p_fallback * b + m * (1 + O) * s)
-    structured_memory = n * s + 2 * b * rows * sum(layer.T * layer.out for layer in prof.layers)
+    forward = prof.forward_saved(n)
+    structured_memory = forward + 2 * b * rows * sum(layer.T * layer.out for layer in prof.layers)
 
-    jacobian_memory = b * rows * prof.p + n * (1 + O) * s
+    jacobian_memory = b * rows * prof.p + forward + n * O * s
     column = (3 * prof.p + 8 * n * prof.activations) * b
-    ntk_vp_memory = n * s + column
+    ntk_vp_memory = forward + column
     columns = ntk_vp_block(prof.p, n * prof.activations, rows, b, budget)
     return {
         "structured": Cost(structured_flops, structured_memory, structured_memory + working + K_bytes),

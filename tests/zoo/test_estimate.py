@@ -24,6 +24,11 @@ phase on 8 points grows the process by about 80 MB (functorch's and autograd's f
 probe sets are 512 points (1536 kernel rows; EfficientNet 256), where the kernel and its working set
 are 250–800 MB. Measured so on every member (at b71f6d5; 512 points, 256 for Swin, MobileNetV2 and
 EfficientNet), estimate / growth is 0.74 (EfficientNet) to 1.59 (Swin), the 20 listed in docs/models.md.
+Since `auto` counts its Grams by blocks (b24c7f9) it picks the jacobian method for GPT-2 and the LSTM, whose
+memory counted the weight-only part of the saved activations (an LSTM's gate splits and transposes: 10 496 of its
+11 255 elements per point) once per point in the forward as well as per point and output in the cotangents: the
+LSTM read 1.90-2.01 (CI failed at 2.01). The forward now saves that part once (kernel_cost_model's S(n)): LSTM
+1.71-1.78, GPT-2 1.66-1.74, ResNet 1.30, EfficientNet 0.75 (two runs each, this machine, quiet).
 
 Before service/onnx_shapes.py, EfficientNet was at 0.35: its upload counted 3 activation elements per example
 where the worker saves about 1 MB per point, because plain ONNX shape inference names the batch axis afresh

@@ -14,12 +14,13 @@ retries, so a retried create never makes a second resource.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import email.utils
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -108,6 +109,17 @@ def _checked(response: httpx.Response) -> httpx.Response:
     return response
 
 
+@contextlib.contextmanager
+def _mapped(request: httpx.Request) -> Iterator[None]:
+    """httpx's timeouts and transport failures (while sending or while reading a streamed body) as the SDK's errors."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise errors.APITimeoutError(request=request) from exc
+    except httpx.TransportError as exc:
+        raise errors.APIConnectionError(f"Connection error: {exc}", request=request) from exc
+
+
 Params = Mapping[str, Any]
 Headers = Mapping[str, str]
 
@@ -158,13 +170,23 @@ class Transport:
                 response = self._send(request)
         return response
 
+    @contextlib.contextmanager
+    def stream(self, path: str, *, headers: Headers | None = None) -> Iterator[httpx.Response]:
+        """One GET of `path` whose body is read as it arrives (`iter_bytes`), without retries (the caller's loop
+        retries: it knows what it has kept); an error answer raises as `request` does."""
+        request = _build(self.http, self.options, "GET", path, None, None, None, headers)
+        with _mapped(request):
+            response = self.http.send(request, stream=True)
+            try:
+                if response.is_error:
+                    response.read()
+                yield _checked(response)
+            finally:
+                response.close()
+
     def _send(self, request: httpx.Request) -> httpx.Response:
-        try:
+        with _mapped(request):
             response = self.http.send(request)
-        except httpx.TimeoutException as exc:
-            raise errors.APITimeoutError(request=request) from exc
-        except httpx.TransportError as exc:
-            raise errors.APIConnectionError(f"Connection error: {exc}", request=request) from exc
         return _checked(response)
 
 
@@ -192,13 +214,22 @@ class AsyncTransport:
                 response = await self._send(request)
         return response
 
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, headers: Headers | None = None) -> AsyncIterator[httpx.Response]:
+        """`Transport.stream`, awaited."""
+        request = _build(self.http, self.options, "GET", path, None, None, None, headers)
+        with _mapped(request):
+            response = await self.http.send(request, stream=True)
+            try:
+                if response.is_error:
+                    await response.aread()
+                yield _checked(response)
+            finally:
+                await response.aclose()
+
     async def _send(self, request: httpx.Request) -> httpx.Response:
-        try:
+        with _mapped(request):
             response = await self.http.send(request)
-        except httpx.TimeoutException as exc:
-            raise errors.APITimeoutError(request=request) from exc
-        except httpx.TransportError as exc:
-            raise errors.APIConnectionError(f"Connection error: {exc}", request=request) from exc
         return _checked(response)
 
 

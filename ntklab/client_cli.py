@@ -300,14 +300,13 @@ def artifact(
     api_key: KeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Download an artifact (kernel .npy, weights .npz, .json) as stored."""
+    """Download an artifact (kernel .npy, weights .npz, .json) as stored, streamed to the file."""
     with _client(url, api_key) as client:
-        data = client.jobs.download(job_id, name)
-    output.write_bytes(data)
+        size = client.jobs.download_to(job_id, name, output)
     if as_json:
-        emit({"job_id": job_id, "name": name, "path": str(output), "bytes": len(data)})
+        emit({"job_id": job_id, "name": name, "path": str(output), "bytes": size})
         return
-    note(f"wrote {len(data)} bytes to {output}")
+    note(f"wrote {size} bytes to {output}")
 
 
 @app.command()

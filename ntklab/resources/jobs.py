@@ -17,6 +17,7 @@ from pydantic import ConfigDict, PrivateAttr
 from api_schemas import resources as wire
 from api_schemas.resources import ArtifactInfo
 from api_schemas.series import JOB_FIGURE
+from ntklab._download import PathLike, async_download_to, download_to
 from ntklab._http import Deadline, poll_delay
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
 from ntklab.errors import JobFailedError, WaitTimeoutError
@@ -277,8 +278,12 @@ class Jobs(SyncAPIResource):
         return _artifacts(self._get(f"/v1/jobs/{job_id(job)}/artifacts", cast_to=dict))
 
     def download(self, job: JobRef, name: str) -> bytes:
-        """The artifact's raw bytes."""
+        """The artifact's raw bytes, in memory (`download_to` streams a large one to a file)."""
         return self._get(f"/v1/jobs/{job_id(job)}/artifacts/{name}", cast_to=bytes)
+
+    def download_to(self, job: JobRef, name: str, destination: PathLike) -> int:
+        """The artifact streamed into the file `destination`, resumed after a broken connection; its size in bytes."""
+        return download_to(self._client.transport, f"/v1/jobs/{job_id(job)}/artifacts/{name}", destination)
 
     def artifact(self, job: JobRef, name: str) -> Any:
         """The artifact decoded: a kernel .npy is an (n·O)×(n·O) ndarray, a .json a dict."""
@@ -361,6 +366,9 @@ class AsyncJobs(AsyncAPIResource):
 
     async def download(self, job: JobRef, name: str) -> bytes:
         return await self._get(f"/v1/jobs/{job_id(job)}/artifacts/{name}", cast_to=bytes)
+
+    async def download_to(self, job: JobRef, name: str, destination: PathLike) -> int:
+        return await async_download_to(self._client.transport, f"/v1/jobs/{job_id(job)}/artifacts/{name}", destination)
 
     async def artifact(self, job: JobRef, name: str) -> Any:
         return decode_artifact(name, await self.download(job, name))

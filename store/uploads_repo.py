@@ -30,7 +30,7 @@ from typing import BinaryIO, TypeVar
 from sqlalchemy import delete, exists, false, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from store import sweeps_repo
+from store import storage, sweeps_repo
 from store.models import Artifact, Blob, BlobChunk, Dataset, Job, UploadedModel, new_id
 
 BLOB_CHUNK_BYTES = 1 << 20
@@ -199,7 +199,10 @@ def _write_lock_on_sqlite(session: Session) -> None:
 
 
 def delete_upload(session: Session, row: Dataset | UploadedModel) -> None:
-    """Delete a data set or model, and each of its blobs that nothing else uses; the caller commits."""
+    """Delete a data set or model, and each of its blobs that nothing else uses; the caller commits.
+    Under the owner's storage lock, as a worker storing an artifact is: a blob of the same content is either
+    seen in use here or looked up by the worker after this commit, never both missed."""
+    storage.lock_owner(session, row.owner)
     blob_ids = [row.x_blob_id, row.y_blob_id] if isinstance(row, Dataset) else [row.blob_id]
     session.delete(row)
     session.flush()

@@ -7,7 +7,7 @@
             then global_avg_pool or flatten for conv blocks
 
 followed by the same readout and head (the graph keeps every other field of the spec). Built
-with the same seed, the graph draws the same weights in the same order (workers/engine/graph.py),
+with the same seed, the graph draws the same weights in the same order (engine/nets/graph.py),
 so it computes the same function and has the same tangent kernel.
 """
 

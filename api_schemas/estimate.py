@@ -62,7 +62,7 @@ other models)
                  S = lanczos_steps HVPs each over N points; 4·S·p per step reorthogonalises
     loss_hessian runs·(3·(I·(6·n·F + 8p) + 4·I²·p) + kernel_cost_model FLOPs at n + (4/3)(nO)³)
     sensitivity  2·n_p·F·(1 + 2O) with diagnostics.layer_sensitivity: a forward and O backward passes, at w₀ and the end
-    kernel_trace n_p·(F·(1 + 2O) + 4·O·p): the run warnings' tr K_g(w₀) per weight tensor (workers/engine/kernel_trace.py)
+    kernel_trace n_p·(F·(1 + 2O) + 4·O·p): the run warnings' tr K_g(w₀) per weight tensor (engine/kernels/kernel_trace.py)
 
 Every other work term reads F + F_fix as one example's forward cost: it counts the fixed nodes once
 per example, as though each had a pass of its own (an upper bound: the kernel methods, HVPs and the
@@ -85,7 +85,7 @@ framework operations a term dispatches whatever their size, in forward passes of
                  D·(1 + 3·⌈n_p·O / block⌉)
     hessian      runs·iterations·(⌈P_h·O_h / A⌉·30·D + 30·P_h·O_h)   per Lanczos step one vmapped HVP call per A =
                  max(1, ⌊(B/2) / (8·p·(iterations + 2))⌋) runs advanced together (the bases half the budget holds;
-                 workers/engine/hessian.py), ≈ 30 forward passes' operations through torch.func (measured 33 on a
+                 engine/curvature/hessian.py), ≈ 30 forward passes' operations through torch.func (measured 33 on a
                  64-layer mlp), and each run's own step; its FLOPs run memory-bound (per-point matrix-vector
                  products, float64 reorthogonalisation): counted at R/8 (MEMORY_BOUND_SLOWDOWN)
     path         runs·(D + 12·D·[linearization_error] + 4·W·[weight_change] + 20)   the jvp's forward mode
@@ -533,7 +533,7 @@ def spectrum_hvps(spec: JobSpec) -> int:
 
 
 def _parameter_groups(spec: JobSpec) -> int:
-    """The layers that own trainable weights (workers/engine/curvature_operators.parameter_groups), readout included."""
+    """The layers that own trainable weights (engine/curvature/operators.parameter_groups), readout included."""
     model = spec.model
     input_shape = spec.image_shape() or (input_dim(spec.data),)
     if model.kind == "onnx":  # no layer plan: the weight layers its upload's profile lists

@@ -2,7 +2,7 @@
 
     forward_profile(spec) -> ForwardProfile
 
-What the worker would measure with torch on one point (workers/engine/kernel_cost.py:profile),
+What the worker would measure with torch on one point (engine/kernels/kernel_cost.py:profile),
 planned instead from the layer shapes (api_schemas/architecture.py, graph_plan.py) or, for an
 ONNX model, from what its upload found (model.stored). Per layer l with e_l output elements
 per example, fan-in and width as in architecture.py, and T_l positions (1 for a vector, the

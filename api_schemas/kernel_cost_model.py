@@ -1,7 +1,7 @@
 """The tangent-kernel cost model, by arithmetic only: FLOPs and memory of each kernel method.
 
-The worker measures a `Profile` of its network with torch (workers/engine/kernel_cost.py:
-profile) and `auto` picks the method from it (workers/engine/ntk.py); the service builds the
+The worker measures a `Profile` of its network with torch (engine/kernels/kernel_cost.py:
+profile) and `auto` picks the method from it (engine/kernels/ntk.py); the service builds the
 same Profile from the spec's layer plan (api_schemas/forward_profile.py) to estimate a job
 before it runs (api_schemas/estimate.py). Both read these formulas, so they cannot drift.
 
@@ -26,7 +26,7 @@ position-sum rows, fallback panels, NTK-vector-product blocks) is sized to B on 
 (ties: structured, jacobian, ntk_vp); if none is within B, the one with the least memory.
 The embedding rule is costed with U = min(vocab, n·T) distinct tokens, an upper bound.
 
-Rule FLOPs (multiply-add = 2; workers/engine/kernel_rules.py computes the rules), with in the
+Rule FLOPs (multiply-add = 2; engine/kernels/kernel_rules.py computes the rules), with in the
 fan-in, out the width, U distinct tokens:
 
     dense          2n²·in + γ·2(nO)²·out + 2(nO)²     (the input Gram AAᵀ once for all O×O output pairs)
@@ -37,14 +37,14 @@ fan-in, out the width, U distinct tokens:
 
 γ = block_fraction(n·O) = (1 + 1/k)/2: every Gram X Xᵀ of [n·O, width] rows (the dense rule's GGᵀ,
 a per-sample J Jᵀ, a bias, the jacobian method's Σ J Jᵀ) is multiplied only on its k(k+1)/2 blocks
-on and above the diagonal, k = ⌈n·O / BLOCK_ROWS⌉ (workers/engine/symmetric_gram.py); the
+on and above the diagonal, k = ⌈n·O / BLOCK_ROWS⌉ (engine/kernels/symmetric_gram.py); the
 fallback's panels are not blocked.
 
 Per-sample is taken when its single-feature chunk (n·O·in·b) fits B and its FLOPs are at most
 POSITION_SUM_SLOWDOWN = 8 times the position sum's, whose memory-bound einsums run far below
 GEMM speed; `rule_flops` reports a position sum's FLOPs so weighted.
 
-Per-sample fallback panels (workers/engine/per_sample.py): q = clamp(⌊(B/2)/(O·p_S·b)⌋, 1, n)
+Per-sample fallback panels (engine/kernels/per_sample.py): q = clamp(⌊(B/2)/(O·p_S·b)⌋, 1, n)
 points kept per panel, m = clamp(⌊(B/2)/(O·p_S·b + (1+O)·s)⌋, 1, q) per vmap(jacrev) call,
 (k+1)/2 passes over the n points for k = ⌈n/q⌉ panels.
 """
@@ -58,7 +58,7 @@ METHODS = ("structured", "jacobian", "ntk_vp")
 MEMORY_BUDGET_BYTES = 256 * 2**20
 POSITION_SUM_SLOWDOWN = 8
 BLOCK_ROWS = 640
-"""Rows of one block of a symmetric Gram (workers/engine/symmetric_gram.py): large enough for GEMM speed, small
+"""Rows of one block of a symmetric Gram (engine/kernels/symmetric_gram.py): large enough for GEMM speed, small
 enough to skip ~3/8 of a Gram of 2560 rows."""
 
 

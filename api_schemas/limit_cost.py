@@ -1,10 +1,10 @@
-"""What the infinite-width kernels cost (workers/engine/infinite_width.py), from the layer plan alone.
+"""What the infinite-width kernels cost (engine/limits/infinite_width.py), from the layer plan alone.
 
     limit_cost(spec) -> LimitCost        per pair of probe points: live entries, FLOPs; per point: FLOPs
 
 The engine carries, for every pair (i, j) of the n probe points, float64 matrices [P, P] over the P
 positions of a representation (P = 1 for vectors, T tokens, H·W pixels): K and Θ [n, n, P, P]
-(workers/engine/limit_maps.py). Each layer map holds its input's K and Θ, its output's, and (the
+(engine/limits/limit_maps.py). Each layer map holds its input's K and Θ, its output's, and (the
 maps not run block by block) a few same-sized temporaries; counted from the code, with P_in and P
 the positions it reads and writes (Q = P², and likewise Q_in):
 
@@ -13,7 +13,7 @@ the positions it reads and writes (Q = P², and likewise Q_in):
     dense           2·Q_in + 3·Q  (K + b, ρK + b + Θ)          4·Q
     conv k×k        2·Q_in + 2·Q  (K, Θ and K', Θ'; the        8·k·Q_in + 4·Q   (per tensor, k row then k column
                     window sums run block by block of pairs,                    offsets, a multiply-add each over
-                    workers/engine/diagonal_windows.py)                        ≤ Q_in entries; then K', Θ')
+                    engine/limits/diagonal_windows.py)                        ≤ Q_in entries; then K', Θ')
     activation      12·Q: K, Θ, ρ, Horner's running sum of σ   closed form (relu, erf, identity, quadratic):
                     and σ' [·, 2] with its two products and    30·Q; else Mehler's series of at most
                     their sum (gauss_hermite.series), and the  MEHLER_TERMS terms: (4·MEHLER_TERMS + 20)·Q
@@ -26,7 +26,7 @@ the positions it reads and writes (Q = P², and likewise Q_in):
 and per probe point, for an activation without a closed form, the Hermite coefficients of σ and σ'
 by every rule up to the largest: P · Σ_N 2·N² (a [2, P, N] × [N, N/2] product per rule N of
 RULES). The estimate takes the largest map's live entries (the maps run one after the other) and
-the sum of their FLOPs (the blocked maps' bounded temporaries, workers/engine/limit_maps.BLOCK_ENTRIES
+the sum of their FLOPs (the blocked maps' bounded temporaries, engine/limits/limit_maps.BLOCK_ENTRIES
 entries each, are not per pair and not counted). Not counted: the two-dimensional polar rule for the pairs Mehler's series
 cannot bound (near ρ = ±1 at a large variance; chunked, so bounded memory), which is a small
 fraction of the pairs.
@@ -44,7 +44,7 @@ from api_schemas.spec import JobSpec, input_dim
 
 CLOSED_FORMS = frozenset({"relu", "erf", "identity", "quadratic"})
 RULES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
-"""workers/engine/gauss_hermite.ORDERS (a test keeps them equal): the Gauss–Hermite rules tried."""
+"""engine/limits/gauss_hermite.ORDERS (a test keeps them equal): the Gauss–Hermite rules tried."""
 ACTIVATION_TENSORS = 12
 """[n, n, P, P] tensors alive at once in an activation's map (module docstring; a bound for the closed forms)."""
 MEHLER_TERMS = RULES[-1] // 4

@@ -22,11 +22,11 @@ from api_schemas.base import Activation
 from api_schemas.estimate import estimate_job, spectrum_hvps
 from api_schemas.limit_cost import CLOSED_FORMS, RULES
 from api_schemas.spec import JobSpec
+from engine.curvature.hessian_spectrum import hessian_spectrum
+from engine.curvature.loss_hessian import loss_hessian_split
+from engine.limits import gauss_hermite
+from engine.nets.network import build_network
 from tests.engine.test_estimate_peaks import measured_growth
-from workers.engine import gauss_hermite
-from workers.engine.hessian_spectrum import hessian_spectrum
-from workers.engine.loss_hessian import loss_hessian_split
-from workers.engine.nets import build_network
 
 OFF = {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
 

@@ -13,7 +13,7 @@ phase freed, so the resident peak of such a job drifts from the largest phase to
 
 Profiles: the layer plan's one-example profile (api_schemas/forward_profile.py) must list the
 same covered layers, parameters and fallback parameters as the profile the worker measures
-with torch on the built network (workers/engine/kernel_cost.py), so the estimate costs the
+with torch on the built network (engine/kernels/kernel_cost.py), so the estimate costs the
 kernel method the worker will run.
 """
 
@@ -29,10 +29,10 @@ import pytest
 from api_schemas.estimate import estimate_job
 from api_schemas.forward_profile import forward_profile
 from api_schemas.spec import JobSpec
-from workers.engine import kernel_cost
-from workers.engine.activations import apply_head
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
+from engine.kernels import kernel_cost
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network
+from engine.training.data import load_data
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
@@ -93,7 +93,7 @@ PROGRAM = """
 import json, sys, time
 import torch
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
+from engine.run import run
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

@@ -14,7 +14,7 @@ per-pass nodes) fill model.stored as service/uploads.resolve_uploads does, and t
             tests/engine/test_estimate_peaks.py measures it (the folded constants dominate);
     work    FLOPs counted by torch.utils.flop_counter.FlopCounterMode (matmuls and convolutions) around
             the conversion (the folding: the estimate's `constants` work term) and around the worker's
-            training loop (workers.engine.training.train: the `training` term, in which W·W runs once per
+            training loop (engine.training.loop.train: the `training` term, in which W·W runs once per
             pass, not once per example).
 
 Before the upload counted these, the estimate held none of the 256 MiB and none of the folding, and
@@ -37,12 +37,12 @@ from torch.utils.flop_counter import FlopCounterMode
 from api_schemas.estimate import estimate_job
 from api_schemas.spec import JobSpec
 from config.settings import Settings
+from engine.callbacks import NullCallbacks
+from engine.nets.network import build_network
+from engine.training.data import load_data
+from engine.training.loop import train
+from engine.uploads import Uploads, provided
 from service.onnx_upload import check_onnx
-from workers.engine.callbacks import NullCallbacks
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
-from workers.engine.training import train
-from workers.engine.uploads import Uploads, provided
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_ID = "mdl_" + "0" * 32
@@ -139,8 +139,8 @@ PROGRAM = """
 import json, sys
 import torch
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
-from workers.engine.uploads import Uploads, provided
+from engine.run import run
+from engine.uploads import Uploads, provided
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

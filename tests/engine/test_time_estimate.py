@@ -16,8 +16,8 @@ from api_schemas.forward_profile import forward_profile
 from api_schemas.spec import JobSpec
 from bench.bench_time_estimate import ODD_SPECS, deep_graph, measured_seconds, prepared
 from config.settings import Settings
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
+from engine.nets.network import build_network
+from engine.training.data import load_data
 
 
 class Dispatches(TorchDispatchMode):

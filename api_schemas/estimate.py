@@ -62,7 +62,7 @@ other models)
                  S = lanczos_steps HVPs each over N points; 4·S·p per step reorthogonalises
     loss_hessian runs·(3·(I·(6·n·F + 8p) + 4·I²·p) + kernel_cost_model FLOPs at n + (4/3)(nO)³)
     sensitivity  2·n_p·F·(1 + 2O) with diagnostics.layer_sensitivity: a forward and O backward passes, at w₀ and the end
-    kernel_trace n_p·(F·(1 + 2O) + 4·O·p): the run warnings' tr K_g(w₀) per weight tensor (engine/kernels/kernel_trace.py)
+    kernel_trace n_p·(F·(1 + 2O) + 4·O·p): the run warnings' tr K_g(w₀) per weight tensor (engine/kernels/ntk.py)
 
 Every other work term reads F + F_fix as one example's forward cost: it counts the fixed nodes once
 per example, as though each had a pass of its own (an upper bound: the kernel methods, HVPs and the

@@ -107,7 +107,7 @@ import json, sys, time
 import torch, torch._dynamo
 import engine.run as engine
 from api_schemas.spec import JobSpec
-from engine.warm_up import warm_up
+from engine.run import warm_up
 torch.set_num_threads(int(sys.argv[1]))
 if sys.argv[2] == "warm":
     warm_up("cpu")

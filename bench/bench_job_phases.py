@@ -181,8 +181,7 @@ def step_cost_table(repeats: int, threads: int) -> str:
 
     from api_schemas.spec import ModelSpec
     from engine.diagnostics.linearization import linearization_errors
-    from engine.kernels.head_kernel import outputs_kernel
-    from engine.kernels.ntk import tangent_kernel
+    from engine.kernels.ntk import outputs_kernel, tangent_kernel
     from engine.nets.network import build_network, trainable_parameters
 
     torch.set_num_threads(threads)

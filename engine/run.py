@@ -11,12 +11,15 @@ diagnostics measured along the way) and summary.wall_time_s the whole run. Every
 point goes to result.series and to callbacks.metric as it is recorded. Each path diagnostic
 is one function (PathState, step) -> {series name: value}, timed as its phase; they share
 one forward pass per step (PathState.logits_at), and the outputs' kernel comes from the
-logits' one by the chain rule (head_kernel.py), so a step costs one kernel pass. The
+logits' one by the chain rule (ntk.outputs_kernel), so a step costs one kernel pass. The
 modules that compute each number and their definitions are listed in docs/diagnostics.md.
+
+`warm_up(device)` runs WARM_UP_JOB, a tiny job through every phase, when a worker process starts.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -27,17 +30,21 @@ from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics
 from api_schemas.summary import JobSummary
 from engine.artifacts import json_artifact, npy_artifact, weights_artifact
 from engine.callbacks import Callbacks, NullCallbacks
-from engine.curvature.hessian import HessianReport, model_hessian
-from engine.curvature.hessian_ratio import hessian_grad_ratio
+from engine.curvature.hessian import HessianReport, hessian_grad_ratio, model_hessian
 from engine.curvature.hessian_spectrum import HessianSpectrum, hessian_spectrum
 from engine.curvature.loss_hessian import loss_hessian_split
-from engine.diagnostics.linearization import linearization_errors
+from engine.diagnostics.linearization import linearization_errors, weight_change
 from engine.diagnostics.run_warnings import run_warnings
 from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.diagnostics.weight_change import weight_change
-from engine.kernels.gradient import gradient_norms
-from engine.kernels.head_kernel import outputs_kernel
-from engine.kernels.ntk import Method, kernel_spectrum, relative_change, resolve_method, tangent_kernel
+from engine.kernels.ntk import (
+    Method,
+    gradient_norms,
+    kernel_spectrum,
+    outputs_kernel,
+    relative_change,
+    resolve_method,
+    tangent_kernel,
+)
 from engine.limits.infinite_width import infinite_width_report
 from engine.meter import Meter
 from engine.nets.activations import apply_head, head_of
@@ -195,7 +202,7 @@ def start_path(spec: JobSpec, net: Network, x: Tensor, meter: Meter) -> PathStat
 
 def measure_kernels(path: PathState, step: int) -> dict[str, Tensor]:
     """K(w_step) [n·O, n·O] of each head: one kernel pass, of the logits with a non-linear head, whose
-    outputs' kernel then follows by the chain rule K_φ = D K_f Dᵀ (head_kernel.py)."""
+    outputs' kernel then follows by the chain rule K_φ = D K_f Dᵀ (ntk.outputs_kernel)."""
     if path.heads == ("outputs",):
         return {
             "outputs": tangent_kernel(
@@ -438,3 +445,28 @@ def artifacts(spec: JobSpec, path: PathState, init: Endpoint, final: Endpoint) -
     if spectra:
         out["hessian_spectrum.json"] = json_artifact(spectra)
     return out
+
+
+WARM_UP_JOB = {
+    "model": {"hidden": [4]},
+    "data": {"kind": "gaussian_mixture", "n_train": 4, "input_dim": 2, "probe": {"n": 2}},
+    "training": {"max_steps": 2},
+}
+
+
+def warm_up(device: str) -> float:
+    """Run WARM_UP_JOB on `device` ("cpu", "cuda:0"); returns the seconds it took.
+
+    One tiny job through every phase of the default spec, run when a worker process starts. The
+    first job a process runs pays for what torch does once: functorch's transforms (jvp,
+    functional_call) and the dispatch modes the kernel capture uses, LAPACK's first eigh, the
+    autograd engine, the OpenMP thread pool; on a GPU the CUDA context, the cuBLAS and cuSOLVER
+    handles and the first kernels' loading. `warm_up(device)` pays them before the worker takes a
+    job, so its first job runs as fast as its second (docs/benchmarks.md, "The first job after
+    start-up"). The job is a 4-unit MLP on 4 points, two training steps, with the default spec's
+    diagnostics (kernel, Hessian, layer sensitivity, linearization, weight change, saved kernels
+    and weights); nothing of it is kept.
+    """
+    started = time.perf_counter()
+    run(JobSpec.model_validate(WARM_UP_JOB), device=device)
+    return time.perf_counter() - started

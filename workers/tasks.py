@@ -72,7 +72,7 @@ def _prepare_child(settings: Settings, **_) -> None:
     """Pay torch's import when the child starts, not when the first job arrives (torch._dynamo too,
     which torch imports on the first optimizer or dispatch mode a job builds: ~0.8 s on the CPU); set
     its threads (settings.worker_threads, resolved by workers/main.py); run a tiny job on its device
-    (engine/warm_up.py), so the first job pays no start-up cost; then limit its memory."""
+    (engine/run.py, warm_up), so the first job pays no start-up cost; then limit its memory."""
     import torch
     import torch._dynamo  # noqa: F401
 
@@ -98,7 +98,7 @@ def _prepare_child(settings: Settings, **_) -> None:
 def _warmed_up(device: str) -> str:
     """Run the warm-up job on `device`; what the ready line says of it. A failed warm-up is logged, not fatal: the
     worker still takes jobs (each fails or succeeds on its own), only the first one pays torch's start-up."""
-    from engine.warm_up import warm_up
+    from engine.run import warm_up
 
     try:
         return f"warmed up by a tiny job in {warm_up(device):.2f} s"

@@ -6,7 +6,8 @@ On the probe set X [n, …], with trainable weights w (frozen ones held fixed),
     error(w) = ‖f(w) − f_lin(w)‖_F / ‖f(w) − f(w₀)‖_F      (norms over the [n, O] array)
 
 for the logits f and, alongside, for the outputs φ(f). The error is 0 for a model that
-is linear in its weights and undefined (None) at w = w₀.
+is linear in its weights and undefined (None) at w = w₀. Beside it, how far training moved
+the weights (weight_change): the ℓ2 and ℓ∞ norms of w − w₀.
 """
 
 from __future__ import annotations
@@ -50,3 +51,16 @@ def relative_residual(f: Tensor, f0: Tensor, df: Tensor) -> float | None:
     if moved == 0.0:
         return None
     return torch.linalg.vector_norm(f - f0 - df).item() / moved
+
+
+def weight_change(w: Mapping[str, Tensor], w0: Mapping[str, Tensor]) -> tuple[float, float]:
+    """(‖w − w₀‖₂, ‖w − w₀‖_∞), in the weights' dtype.
+
+    w and w0 map each trainable parameter's name to a tensor of the same shape; the norms
+    are over all of them flattened into one vector [p] (every tensor flattened and
+    concatenated). The values are the raw parameters, before each layer's parameterization
+    multiplier (docs/diagnostics.md, "Weights format"). Under the NTK parameterization the
+    paper predicts ‖w* − w₀‖₂ = O(1) and ‖w* − w₀‖_∞ = O(1/√m) in the width m.
+    """
+    delta = torch.cat([(w[name].detach() - w0[name]).flatten() for name in w])
+    return torch.linalg.vector_norm(delta).item(), torch.linalg.vector_norm(delta, ord=float("inf")).item()

@@ -5,7 +5,7 @@
 Each check is one function returning its warnings (api_schemas/run_warnings.py has the codes):
 
 kernel_dominated_by_group   tr K_g(w₀) / tr K(w₀) > 90 % for one trainable tensor g of two or more
-                            (engine/kernels/kernel_trace.py): ΔK, λ_max(K₀) and lr "auto" then
+                            (engine/kernels/ntk.py): ΔK, λ_max(K₀) and lr "auto" then
                             describe that one tensor — e.g. a bias with too large a multiplier.
 target_loss_not_reached     outcome max_steps or time_budget with target_loss set (and max_steps > 0).
 head_cannot_reach_targets   mse only: a training target lies outside the closure of the head's
@@ -34,7 +34,7 @@ from torch.func import functional_call, hessian
 from api_schemas.run_warnings import RunWarning
 from api_schemas.spec import HessianDiagnostics, InfiniteWidthDiagnostics, JobSpec, TrainingSpec
 from engine.curvature.hessian import HessianReport
-from engine.kernels.kernel_trace import kernel_trace_by_parameter
+from engine.kernels.ntk import kernel_trace_by_parameter
 from engine.nets.activations import apply_head, head_of
 from engine.training.data import Dataset
 

@@ -45,6 +45,10 @@ structured after each backward pass, each layer's rule, each chunk of a rule (ke
 chunk of per-sample gradients (per_sample.py);
 jacobian after the Jacobian and each parameter tensor's J Jᵀ; ntk_vp after each block of columns, a
 block holding at most CHECKPOINT_FLOPS of work.
+
+Read off K, or beside it: `gradient_norms` (each output's gradient norm, from K's diagonal),
+`outputs_kernel` (the outputs' K from the logits' K, through the head: no pass through the
+net) and `kernel_trace_by_parameter` (tr K split by parameter tensor: which weights K is made of).
 """
 
 from __future__ import annotations
@@ -116,6 +120,85 @@ def relative_change(K_t: Tensor, K_0: Tensor) -> float:
     """‖K_t − K_0‖_F / ‖K_0‖_F, in float64."""
     K0 = K_0.detach().to(torch.float64)
     return float(torch.linalg.norm(K_t.detach().to(torch.float64) - K0) / torch.linalg.norm(K0))
+
+
+# --------------------------------------------------------------------------- read off K
+
+
+def gradient_norms(K: Tensor) -> Tensor:
+    """√diag(K) [n·O] for the kernel K [n·O, n·O]: entry i·O + a is ‖∇_w f_a(w; x_i)‖.
+
+        ‖∇_w f_a(w; x_i)‖ = √K[(i,a),(i,a)]
+
+    since K[(i,a),(j,b)] = ∇_w f_a(w; x_i) · ∇_w f_b(w; x_j) (row index i·O + a). The gradient
+    is over all trainable parameters. Diagonal entries below zero (rounding, never the exact
+    kernel) count as 0.
+    """
+    return K.diagonal().clamp(min=0).sqrt()
+
+
+def head_jacobians(head: str, logits: Tensor) -> Tensor:
+    """D [n, O, O] with D[i] = ∂φ(f)/∂f at the logits f = logits[i] ([n, O])."""
+
+    def phi(f: Tensor) -> Tensor:
+        return apply_head(head, f.unsqueeze(0)).squeeze(0)
+
+    with torch.no_grad():
+        return vmap(jacrev(phi))(logits.detach())
+
+
+def outputs_kernel(K_logits: Tensor, logits: Tensor, head: str) -> Tensor:
+    """K_φ = D K_f Dᵀ [n·O, n·O] from the logits' kernel K_f [n·O, n·O] and the logits [n, O] it was measured at.
+
+    The outputs' tangent kernel by the chain rule through the head, no pass through the net. The
+    head φ maps each point's logits f(x_i) ∈ R^O to its outputs, so with D_i = ∂φ/∂f at f(x_i) [O, O]
+
+        ∇_w φ_a(x_i) = Σ_b D_i[a, b] ∇_w f_b(x_i)
+        K_φ[(i,a),(j,c)] = Σ_{b,d} D_i[a, b] · K_f[(i,b),(j,d)] · D_j[c, d]    K_φ = D K_f Dᵀ,  D = blockdiag(D_1 … D_n)
+
+    Element-wise heads (swish, tanh, sigmoid, identity) have D_i = diag φ'(f(x_i)); softmax has
+    D_i = diag p_i − p_i p_iᵀ. The D_i come from torch.func (vmap of jacrev of the head on one
+    point, head_jacobians); the product costs 2·n²·O³ multiply-adds.
+    """
+    n, O = logits.shape
+    D = head_jacobians(head, logits).to(K_logits.dtype)
+    K = K_logits.reshape(n, O, n, O)
+    left = torch.einsum("iab,ibjd->iajd", D, K)
+    return torch.einsum("iajd,jcd->iajc", left, D).reshape(n * O, n * O)
+
+
+def kernel_trace_by_parameter(net: nn.Module, x: Tensor, params: dict[str, Tensor]) -> dict[str, float]:
+    """{name: tr K_g} on the points x [n, ...], at the weights `params` (trainable tensors; the rest as in net).
+
+    The trace of the tangent kernel (of the outputs φ(f)) split by parameter tensor: which weights
+    the kernel is made of,
+
+        tr K = Σ_{i,a} ‖∇_w φ(f)_a(w; x_i)‖² = Σ_g tr K_g,    tr K_g = Σ_{i,a} ‖∂φ(f)_a(w; x_i)/∂w_g‖²
+
+    for the trainable parameter tensors w_g (names as in net.named_parameters(), e.g.
+    "readout.bias"). One forward per point x_i (functional_call at the weights given, so any module
+    works) and one torch.autograd.grad per output a give the rows ∂φ(f)_a(x_i)/∂w_g; only one
+    point's graph and one p-vector are held at a time. Plain autograd rather than a vmapped
+    torch.func jacrev: in a fresh worker process jacrev's first call costs ~1 s, against ~7 ms for
+    this whole pass on a fig2-bottleneck net (16 points), and on large p both are one backward's
+    work per row.
+    """
+    leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
+    traces = dict.fromkeys(leaves, 0.0)
+    if not leaves:
+        return traces
+    head, names = head_of(net), list(leaves)
+    with torch.enable_grad():
+        for i in range(x.shape[0]):
+            y = apply_head(head, functional_call(net, leaves, (x[i : i + 1],))).reshape(-1)  # [O]
+            for a in range(y.numel()):
+                rows = torch.autograd.grad(
+                    y[a], [leaves[name] for name in names], retain_graph=a + 1 < y.numel(), allow_unused=True
+                )
+                for name, row in zip(names, rows):
+                    if row is not None:
+                        traces[name] += float(row.pow(2).sum(dtype=torch.float64))
+    return traces
 
 
 def _head(net: nn.Module, logits: Tensor, of: Of) -> Tensor:

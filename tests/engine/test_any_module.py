@@ -11,11 +11,9 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from engine.curvature.hessian import model_hessian
-from engine.diagnostics.linearization import linearization_errors
+from engine.diagnostics.linearization import linearization_errors, weight_change
 from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.diagnostics.weight_change import weight_change
-from engine.kernels.gradient import gradient_norms
-from engine.kernels.ntk import kernel_spectrum, relative_change, tangent_kernel
+from engine.kernels.ntk import gradient_norms, kernel_spectrum, relative_change, tangent_kernel
 
 METHODS = ("auto", "structured", "jacobian", "ntk_vp")
 

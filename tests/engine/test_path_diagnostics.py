@@ -6,12 +6,9 @@ import torch
 from torch.func import functional_call, hessian, jacrev
 
 from api_schemas.spec import ModelSpec
-from engine.curvature.hessian import model_hessian
-from engine.curvature.hessian_ratio import hessian_grad_ratio
-from engine.diagnostics.linearization import linearization_errors
-from engine.diagnostics.weight_change import weight_change
-from engine.kernels.gradient import gradient_norms
-from engine.kernels.ntk import tangent_kernel
+from engine.curvature.hessian import hessian_grad_ratio, model_hessian
+from engine.diagnostics.linearization import linearization_errors, weight_change
+from engine.kernels.ntk import gradient_norms, tangent_kernel
 from engine.nets.activations import apply_head
 from engine.nets.network import build_network, trainable_parameters
 

@@ -21,8 +21,7 @@ from engine.diagnostics.run_warnings import (
     hessian_not_converged,
     kernel_dominated_by_group,
 )
-from engine.kernels.kernel_trace import kernel_trace_by_parameter
-from engine.kernels.ntk import tangent_kernel
+from engine.kernels.ntk import kernel_trace_by_parameter, tangent_kernel
 from engine.nets.activations import apply_head
 from engine.nets.network import build_network, trainable_parameters
 from engine.run import run

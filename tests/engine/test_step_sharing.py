@@ -12,8 +12,7 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 
 from api_schemas.spec import JobSpec, ModelSpec
 from engine.diagnostics.linearization import linearization_errors
-from engine.kernels.head_kernel import outputs_kernel
-from engine.kernels.ntk import tangent_kernel
+from engine.kernels.ntk import outputs_kernel, tangent_kernel
 from engine.nets.network import Network, build_network, trainable_parameters
 from engine.run import run
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from api_schemas.spec import JobSpec
-from engine.curvature.hessian_ratio import hessian_grad_ratio
+from engine.curvature.hessian import hessian_grad_ratio
 from engine.run import run
 from engine.training.loop import auto_lr
 

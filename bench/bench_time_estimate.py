@@ -1,4 +1,4 @@
-"""Benchmark: the estimate's seconds (api_schemas/estimate.py) against the engine's, and their calibration.
+"""Benchmark: the estimate's seconds (planner/estimate.py) against the engine's, and their calibration.
 
     .venv/bin/python -m bench.bench_time_estimate [--quick] [--repeats N] [--threads N] [--only NAME ...] [--no-calibrate]
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from api_schemas.estimate import TimeRates, estimate_job
 from api_schemas.spec import JobSpec
 from bench.tables import print_head, print_row
+from planner.estimate import TimeRates, estimate_job
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}

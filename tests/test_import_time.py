@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ntklab.localstack import clean_env
 
-PACKAGES = ("api_schemas", "analysis", "config", "store", "service", "workers", "engine", "ntklab")
+PACKAGES = ("api_schemas", "planner", "analysis", "config", "store", "service", "workers", "engine", "ntklab")
 SKIPPED = ("__main__",)  # `python -m workers` runs a worker: importing it is running it
 
 PROBE = f"""

@@ -7,7 +7,7 @@ cancelled job) the task returns without writing. A new attempt wipes the previou
 artifacts; the engine is deterministic given the spec's seed, so the retried series has
 every step exactly once. torch is imported in the worker's child process only.
 
-Memory: before running, the job's estimated peak memory (api_schemas/estimate.py, stored at submission) is checked
+Memory: before running, the job's estimated peak memory (planner/estimate.py, stored at submission) is checked
 against the device's (worker_memory_budget_bytes, else the GPU's or the machine's memory); a job
 over it fails at once with both numbers (`exceeds_device_memory`). A CPU pool process is limited to
 its size after importing torch and running the warm-up job plus worker_memory_limit_bytes
@@ -49,10 +49,10 @@ from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api_schemas.estimate import Estimate, estimate_job, format_bytes
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from engine.callbacks import JobCancelled
+from planner.estimate import Estimate, estimate_job, format_bytes
 from store.db import make_engine, make_session_factory
 from store.job_store import ChunkRow, Claim, JobStore, LostJob, MissingUpload
 from workers.celery_app import TASK_NAME

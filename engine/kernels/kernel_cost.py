@@ -3,8 +3,8 @@
     profile(net, x, outputs) -> Profile      F, s, O, p, p_fb and the covered layers' shapes
 
 The cost of each kernel method for n points, and the choice `auto` makes from it, are the
-torch-free arithmetic of api_schemas/kernel_cost_model.py (formulas there), which the service
-also evaluates on a profile planned from the spec alone (api_schemas/forward_profile.py) to
+torch-free arithmetic of planner/kernel_cost_model.py (formulas there), which the service
+also evaluates on a profile planned from the spec alone (planner/forward_profile.py) to
 estimate a job before it runs. F counts matmuls and convolutions by torch's FlopCounterMode
 plus one FLOP per activation saved for backward; s counts the distinct storages saved for
 backward that are not parameters.
@@ -18,7 +18,10 @@ from collections.abc import Callable
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from api_schemas.kernel_cost_model import (  # noqa: F401  (the cost model, used through this module by ntk.py)
+from engine.kernels.layer_capture import capture
+from engine.kernels.per_sample import SavedBytes
+from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from planner.kernel_cost_model import (  # noqa: F401  (the cost model, used through this module by ntk.py)
     MEMORY_BUDGET_BYTES,
     METHODS,
     Cost,
@@ -28,9 +31,6 @@ from api_schemas.kernel_cost_model import (  # noqa: F401  (the cost model, used
     method_costs,
     ntk_vp_block,
 )
-from engine.kernels.layer_capture import capture
-from engine.kernels.per_sample import SavedBytes
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 
 _PROFILES: weakref.WeakKeyDictionary[nn.Module, dict[tuple, Profile]] = weakref.WeakKeyDictionary()
 

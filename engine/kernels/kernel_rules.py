@@ -42,7 +42,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, torch-free, shared with the service's estimate)
+from engine.callbacks import Checkpoint, no_checkpoint
+from engine.kernels.symmetric_gram import add_gram, mirror
+from engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
+from planner.kernel_cost_model import (  # noqa: F401  (the FLOP counts, torch-free, shared with the service's estimate)
     POSITION_SUM_SLOWDOWN,
     bias_flops,
     dense_flops,
@@ -51,9 +54,6 @@ from api_schemas.kernel_cost_model import (  # noqa: F401  (the FLOP counts, tor
     shared_weight_flops,
     use_per_sample,
 )
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.kernels.symmetric_gram import add_gram, mirror
-from engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 
 RULE_LAYERS: tuple[type[nn.Module], ...] = (ScaledLinear, ScaledConv2d, ScaledConv1d, ScaledEmbedding)
 

@@ -35,7 +35,7 @@ auto        With the probe points, the cost model of kernel_cost.py: with F the 
                 jacobian    n·F·(1+2O) + γ·2(nO)²·p,           memory b·n·O·p + n·(1+O)·s
                 ntk_vp      n·F·(1+5nO),                        memory n·s + b·(3p + 8n·s/b)
             the fewest FLOPs among the methods whose (unchunkable) memory is within the budget;
-            γ = (1 + 1/k)/2 for k Gram blocks a side (api_schemas/kernel_cost_model.py). The profile
+            γ = (1 + 1/k)/2 for k Gram blocks a side (planner/kernel_cost_model.py). The profile
             is computed once per network and kept (kernel_cost.cached_profile).
             Without the points (resolve_method(net, "auto")): structured when every trainable
             parameter is covered, else jacobian.

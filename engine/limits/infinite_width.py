@@ -3,7 +3,7 @@ the finite network's tangent kernel is from Θ∞ (`diagnostics.infinite_width`)
 
     infinite_width_report(spec, net, x, kernels_init, kernels_final, ...) -> (summary, artifacts)
 
-The network is read from the spec — the layer plan of api_schemas/architecture.py for mlp,
+The network is read from the spec — the layer plan of planner/architecture.py for mlp,
 cnn and resnet, of api_schemas/graph_plan.py for a graph — as a sequence of the layer maps of
 engine/limits/limit_maps.py, each weight layer with ρ = c²·fan_in from the same rule
 (parameterization.py) the network's weights were drawn with. api_schemas/infinite_width.py
@@ -29,7 +29,6 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from api_schemas.architecture import graph_input_shape, plan_model_graph, plan_network
 from api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, Flatten, GlobalAvgPool, Residual
 from api_schemas.graph_plan import PlannedLayer, layer_bias
 from api_schemas.infinite_width import refusal
@@ -41,6 +40,7 @@ from engine.limits import limit_maps
 from engine.limits.limit_maps import Moments
 from engine.nets.parameterization import multiplier_and_std
 from engine.result import Artifact, Scalar
+from planner.architecture import graph_input_shape, plan_model_graph, plan_network
 
 LayerMap = Callable[[Moments], Moments]
 

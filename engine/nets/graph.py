@@ -5,7 +5,7 @@
 where h_L [n, F] is the graph's final vector and the readout (W_r, b_r, c_r) is the model's
 output head, exactly as for the built-in kinds: a ScaledLinear F → O, frozen when
 train_output_layer is false, with c_r = 1/F and β_r = 1/√F under meanfield. The outputs are φ(f) for the
-head φ. The shapes come from api_schemas/architecture.py (the same plan the service counts
+head φ. The shapes come from planner/architecture.py (the same plan the service counts
 parameters on); the layers are engine/nets/graph_layers.py, attention.py and the scaled
 layers of layers.py, each with the multiplier and initial std of parameterization.py for its
 fan-in. Weights are drawn from one float64 CPU generator seeded with `seed`, layer by layer
@@ -24,7 +24,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from api_schemas.architecture import plan_model_graph
 from api_schemas.graph import (
     ActivationLayer,
     AvgPool,
@@ -46,6 +45,7 @@ from engine.nets.activations import apply_head
 from engine.nets.attention import SelfAttention as SelfAttentionModule
 from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
+from planner.architecture import plan_model_graph
 
 
 class GraphNetwork(nn.Module):

@@ -8,7 +8,7 @@ and a trainable weight squared on every forward pass (W·W, 2·256³ FLOPs):
 
 Its upload's counts (service/onnx_upload.check_onnx: folded constants, folding FLOPs, the fixed
 per-pass nodes) fill model.stored as service/uploads.resolve_uploads does, and the job's estimate
-(api_schemas/estimate.py) must be within 2× of:
+(planner/estimate.py) must be within 2× of:
 
     memory  the peak resident growth of the job run on the CPU in a fresh interpreter, measured as
             tests/engine/test_estimate_peaks.py measures it (the folded constants dominate);
@@ -34,7 +34,6 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch.utils.flop_counter import FlopCounterMode
 
-from api_schemas.estimate import estimate_job
 from api_schemas.spec import JobSpec
 from config.settings import Settings
 from engine.callbacks import NullCallbacks
@@ -42,6 +41,7 @@ from engine.nets.network import build_network
 from engine.training.data import load_data
 from engine.training.loop import train
 from engine.uploads import Uploads, provided
+from planner.estimate import estimate_job
 from service.onnx_upload import check_onnx
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ forward_flops, and whatever else the check counts). The job is a float64 job on 
 whose points are all probe points, its spec filled in as service/uploads.resolve_uploads fills it
 (model.stored: the parameters and every count the upload check made, as the model's row keeps them;
 data.stored), with the diagnostics that make the tangent kernel its largest part (the kernel at w₀,
-saved; no Hessian, no layer sensitivity). The estimate is api_schemas/estimate.estimate_job(spec).memory_bytes.
+saved; no Hessian, no layer sensitivity). The estimate is planner/estimate.estimate_job(spec).memory_bytes.
 
 The peak is measured as tests/engine/test_estimate_peaks.py measures a job: a fresh interpreter that
 imports torch and the engine, builds the job's data and network as the worker does (engine.training.data
@@ -45,10 +45,10 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.estimate import estimate_job
 from api_schemas.spec import JobSpec, StoredModel
 from config.settings import Settings
 from ntklab.onnx_export import export_module
+from planner.estimate import estimate_job
 from service.onnx_upload import check_onnx
 from tests.zoo.architectures import ARCHITECTURES, OUT, VOCAB
 

@@ -13,7 +13,6 @@ so it computes the same function and has the same tangent kernel.
 
 from __future__ import annotations
 
-from api_schemas.architecture import LayerPlan, plan_network
 from api_schemas.graph import (
     ActivationLayer,
     Conv2d,
@@ -24,6 +23,7 @@ from api_schemas.graph import (
     Residual,
 )
 from api_schemas.spec import ModelSpec
+from planner.architecture import LayerPlan, plan_network
 
 
 def builtin_as_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> ModelSpec:

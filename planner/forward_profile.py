@@ -3,7 +3,7 @@
     forward_profile(spec) -> ForwardProfile
 
 What the worker would measure with torch on one point (engine/kernels/kernel_cost.py:profile),
-planned instead from the layer shapes (api_schemas/architecture.py, graph_plan.py) or, for an
+planned instead from the layer shapes (planner/architecture.py, graph_plan.py) or, for an
 ONNX model, from what its upload found (model.stored). Per layer l with e_l output elements
 per example, fan-in and width as in architecture.py, and T_l positions (1 for a vector, the
 tokens, or H'·W' output pixels):
@@ -28,7 +28,7 @@ job's dtype; the FLOPs of folding them) and the nodes run once per forward pass 
 (fixed elements and FLOPs, computed from weights only); 0 for every other model, and for ONNX models
 uploaded before they were counted.
     ops         D = the framework operations one forward pass dispatches, whatever their size (the
-                per-layer and per-node overhead of api_schemas/estimate.py's seconds): 5 per weight
+                per-layer and per-node overhead of planner/estimate.py's seconds): 5 per weight
                 layer (matmul or convolution, the parameterisation's scale, its bias) + 2 with a bias,
                 2 per activation or other parameter-free layer, 2 per residual sum, 20 per attention
                 layer; an ONNX model 2 per node (stored.nodes, counted at upload; unknown: the
@@ -47,11 +47,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from api_schemas.architecture import NetworkPlan, graph_input_shape, plan_model_graph, plan_network
 from api_schemas.graph import Conv2d, Dense, Embedding, LayerNorm, PatchEmbed, Residual, SelfAttention
 from api_schemas.graph_plan import PlannedLayer, conv_output_size, layer_bias
-from api_schemas.kernel_cost_model import LayerShape, Profile
 from api_schemas.spec import JobSpec, input_dim
+from planner.architecture import NetworkPlan, graph_input_shape, plan_model_graph, plan_network
+from planner.kernel_cost_model import LayerShape, Profile
 
 OUTPUT_SAVED = frozenset({"relu", "tanh", "sigmoid", "identity"})
 WEIGHT_LAYER_OPS, BIAS_OPS, OTHER_LAYER_OPS, RESIDUAL_OPS, ATTENTION_OPS, ONNX_NODE_OPS = 5, 2, 2, 2, 20, 2

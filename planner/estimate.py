@@ -4,7 +4,7 @@
 
 The service refuses a spec over max_job_memory_bytes, max_job_flops or max_job_seconds (service/caps.py), shows
 the estimate on the job, and the worker checks it against its device before it starts. With
-the one-example profile of api_schemas/forward_profile.py (F₀ forward FLOPs, a saved and ℓ
+the one-example profile of planner/forward_profile.py (F₀ forward FLOPs, a saved and ℓ
 largest activation elements, d input elements, P weights, p trainable), n training points,
 B = batch_size for a minibatch optimiser (else n), n_p probe points, O outputs, h = 2 kernels
 with a non-linear head (outputs and logits) else 1, b bytes per number (4 or 8):
@@ -27,7 +27,7 @@ memory terms (bytes)
                  (structured: per-sample cotangents n_p·O·Σ T·out; jacobian: n_p·O·p; ntk_vp: columns)
     lanczos      8·p·(iterations + 2) + 4·b·p              the float64 Krylov basis, and the HVP's vectors
     infinite_width  8·n_p²·live + 3·8·(n_p·O)²             the layer maps' float64 [n_p, n_p, P, P] moments at the
-                 largest map (live entries per pair of points, api_schemas/limit_cost.py: 12·P² for an
+                 largest map (live entries per pair of points, planner/limit_cost.py: 12·P² for an
                  activation, 2·P_in² + 2·P² for a convolution, …) and the distance's float64 copies
     spectrum     r·(8·p·(S + 6) + 3·b·N·a) + 6·b·p        hessian_spectrum: r = min(probes, ⌊256 MiB / (8·p·(S + 4)
                  + 3·b·N·a)⌋ ∨ 1) probes run together (hessian_spectrum.probe_batch), each with its float64
@@ -112,10 +112,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from api_schemas.architecture import plan_model_graph, plan_network
-from api_schemas.forward_profile import ForwardProfile, forward_profile
 from api_schemas.graph_plan import PlannedLayer
-from api_schemas.kernel_cost_model import (
+from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics, input_dim
+from planner.architecture import plan_model_graph, plan_network
+from planner.forward_profile import ForwardProfile, forward_profile
+from planner.kernel_cost_model import (
     MEMORY_BUDGET_BYTES,
     Cost,
     cheapest,
@@ -123,8 +124,7 @@ from api_schemas.kernel_cost_model import (
     panel_and_chunk,
     passes,
 )
-from api_schemas.limit_cost import limit_cost
-from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics, input_dim
+from planner.limit_cost import limit_cost
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATE = {"gd": 0, "sgd": 0, "momentum": 1, "adam": 2}
@@ -365,7 +365,7 @@ def _limit_and_curvature_memory(spec: JobSpec, prof: ForwardProfile, s: _Sizes) 
             "infinite_width",
             limit,
             f"8·n_p²·{live}: the layer maps' [n_p, n_p, P, P] float64 moments at the largest map, "
-            f"n_p = {s.probe} (api_schemas/limit_cost.py), and 3 float64 (n_p·O)² copies of the distance"
+            f"n_p = {s.probe} (planner/limit_cost.py), and 3 float64 (n_p·O)² copies of the distance"
             if limit
             else "no infinite-width kernels",
         ),
@@ -493,7 +493,7 @@ def _limit_and_curvature_work(spec: JobSpec, prof: ForwardProfile, s: _Sizes) ->
             "infinite_width",
             limit,
             f"the layer maps on n_p = {s.probe} probe points: n_p²·pair + n_p·point FLOPs "
-            "(api_schemas/limit_cost.py), λ_min(Θ∞)" + ("" if diagnostics.kernel is not None else ", the final kernel")
+            "(planner/limit_cost.py), λ_min(Θ∞)" + ("" if diagnostics.kernel is not None else ", the final kernel")
             if limit
             else "no infinite-width kernels",
         ),

@@ -2,8 +2,8 @@
 
 The worker measures a `Profile` of its network with torch (engine/kernels/kernel_cost.py:
 profile) and `auto` picks the method from it (engine/kernels/ntk.py); the service builds the
-same Profile from the spec's layer plan (api_schemas/forward_profile.py) to estimate a job
-before it runs (api_schemas/estimate.py). Both read these formulas, so they cannot drift.
+same Profile from the spec's layer plan (planner/forward_profile.py) to estimate a job
+before it runs (planner/estimate.py). Both read these formulas, so they cannot drift.
 
 A profile of one point (one forward pass) gives: F, the forward FLOPs per point (matmuls and
 convolutions, plus one per activation saved for backward); s, the bytes saved for backward

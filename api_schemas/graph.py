@@ -19,7 +19,7 @@ has the full reference):
     self_attention   [T, d] → [T, d]                                      multi-head softmax attention
     residual         h ↦ skip(h) + scale·branch(h), skip = h or a projection where shapes differ
 
-Every weight layer follows the model's parameterization with its fan-in (workers/engine/
+Every weight layer follows the model's parameterization with its fan-in (engine/nets/
 parameterization.py); a layer's `bias` overrides model.bias when given.
 """
 

@@ -2,7 +2,7 @@
 
     refusal(model) -> "model.… why" | None
 
-The limit takes every hidden width to infinity with the weights of workers/engine/
+The limit takes every hidden width to infinity with the weights of engine/nets/
 parameterization.py. It exists (Jacot et al. 2018; Lee et al. 2019; Arora et al. 2019) when
 
   * the parameterization is ntk or standard — c·std = 1/√fan_in on every layer, so each unit

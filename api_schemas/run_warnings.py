@@ -8,7 +8,7 @@
     head_curvature_zero         the Hessian was measured through a head with φ''(0) = 0 (tanh, sigmoid)
     infinite_width_quadrature_inexact   Θ∞'s quadrature error exceeds diagnostics.infinite_width.quadrature_tolerance
 
-A job's warnings are computed by the engine (workers/engine/run_warnings.py) and stored in a
+A job's warnings are computed by the engine (engine/diagnostics/run_warnings.py) and stored in a
 column of their own (jobs.warnings, migration 0016); the job resource and a sweep's rows show them
 as their own field. A fit carries those of the points it was fitted on
 (analysis/fit_warnings.py), one entry per code, and one of its own:

@@ -99,7 +99,7 @@ class ModelSpec(Strict):
     parameterization: ntk, standard or meanfield for the built-in kinds and graphs (weights drawn
     for it); standard (the default: as exported), ntk or mup for an onnx model, whose exported
     weights are rescaled by their fan-in so that the function at init is the one exported
-    (workers/engine/onnx_parameterization.py, docs/models.md).
+    (engine/nets/onnx_parameterization.py, docs/models.md).
     """
 
     kind: Literal["mlp", "cnn", "resnet", "onnx", "graph"] = "mlp"

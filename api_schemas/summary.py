@@ -1,6 +1,6 @@
 """A finished job's summary: every named scalar the engine reports, with its unit and definition.
 
-The engine builds the summary through this model (workers/engine/run.py), the API answers it
+The engine builds the summary through this model (engine/run.py), the API answers it
 as `Job.summary`, and docs/diagnostics.md explains each number at length. A scalar is null where
 its diagnostic was off or its value not finite; a scalar whose diagnostic the spec did not ask
 for is absent. "init" is w₀, "final" the last point recorded; `_logits` variants are of the

@@ -19,7 +19,7 @@ INVALID_UPLOAD = "urn:ntklab:problem:invalid-upload"
 
 ONNX_OPERATORS = frozenset(ONNX_OPERATOR_ATTRIBUTES)
 """The ONNX operators (default domain) an uploaded model may use: exactly the worker's converter table
-(api_schemas/onnx_operators.py, generated from workers/engine/onnx_ops/, lists each one's attributes)."""
+(api_schemas/onnx_operators.py, generated from engine/nets/onnx_ops/, lists each one's attributes)."""
 
 ONNX_CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
     "BatchNormalization": (3, 4),
@@ -62,7 +62,7 @@ def constant_names(graph) -> tuple[set[str], list[bool]]:
 
     Constants: the initializers that are not trainable (trainable_initializers) and the outputs of folded nodes. A
     node is folded when every input it names is a constant (a node without inputs, Constant, always is): the
-    worker's converter computes it once, at conversion, and keeps its outputs as constants (workers/engine/
+    worker's converter computes it once, at conversion, and keeps its outputs as constants (engine/nets/
     onnx_model.py), and the API's upload check (service/onnx_upload.py) costs and bounds that folding with this
     same rule. `graph` is read duck-typed (an onnx.GraphProto), nodes in topological order as ONNX requires.
     """

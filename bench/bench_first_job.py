@@ -105,9 +105,9 @@ def _answers(client: httpx.Client) -> bool:
 ENGINE_ROUND = """
 import json, sys, time
 import torch, torch._dynamo
-import workers.engine.run as engine
+import engine.run as engine
 from api_schemas.spec import JobSpec
-from workers.engine.warm_up import warm_up
+from engine.run import warm_up
 torch.set_num_threads(int(sys.argv[1]))
 if sys.argv[2] == "warm":
     warm_up("cpu")

@@ -34,9 +34,9 @@ from bench.bench_kernels import (
     rss_bytes,
 )
 from bench.tables import print_head, print_row
-from workers.engine import kernel_cost, ntk
-from workers.engine.layers import ScaledConv2d, ScaledLinear
-from workers.engine.per_sample import panel_and_chunk, passes, per_sample_kernel
+from engine.kernels import kernel_cost, ntk
+from engine.kernels.per_sample import panel_and_chunk, passes, per_sample_kernel
+from engine.nets.layers import ScaledConv2d, ScaledLinear
 
 METHODS = ("structured", "jacobian", "per-sample chunks", "auto", "nngeometry")
 

@@ -6,7 +6,7 @@ The loss Hessian ∇²L of an mse mlp (tanh, one-hot targets of a 2-class Gaussi
 n = 64 points, d = 16, float64) at init. Dense: torch.func.hessian of L (jacfwd over jacrev)
 and eigvalsh — the cost the estimators avoid, run while its p×p matrix and vmapped
 intermediates fit. Hutchinson: `trace probes` Rademacher vectors, one HVP each. SLQ: 16 probes
-× 32 Lanczos steps = 512 HVPs, batched (workers/engine/spectral_estimators.py). Errors are
+× 32 Lanczos steps = 512 HVPs, batched (engine/curvature/spectral_estimators.py). Errors are
 against the dense spectrum: the trace's in units of its own standard error, the density's
 first four moments (tr H^r / p) as the largest relative error. Median wall time of `repeats`
 calls after one warm-up, in this process.
@@ -25,10 +25,10 @@ from torch.func import functional_call, hessian
 
 from api_schemas.spec import ModelSpec
 from bench.tables import print_head, print_row
-from workers.engine.activations import apply_head
-from workers.engine.curvature_operators import FlatWeights, loss_hessian_operator
-from workers.engine.nets import build_network
-from workers.engine.spectral_estimators import stochastic_lanczos_quadrature
+from engine.curvature.operators import FlatWeights, loss_hessian_operator
+from engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network
 
 WIDTHS = ([16], [64], [32, 32], [128], [64, 64])
 N, D, O = 64, 16, 2

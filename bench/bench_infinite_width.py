@@ -1,4 +1,4 @@
-"""Benchmark: the infinite-width kernels Θ∞, Σ∞ (workers/engine/infinite_width.py) against n and depth.
+"""Benchmark: the infinite-width kernels Θ∞, Σ∞ (engine/limits/infinite_width.py) against n and depth.
 
     .venv/bin/python -m bench.bench_infinite_width [--quick] [--threads N] [--nt-python PATH] [--peer-repeats R]
 
@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from api_schemas.spec import ModelSpec
-from workers.engine import gauss_hermite
-from workers.engine.infinite_width import limit_kernels
-from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
+from engine.kernels.ntk import tangent_kernel
+from engine.limits import gauss_hermite
+from engine.limits.infinite_width import limit_kernels
+from engine.nets.network import build_network
 
 
 def timed(call, repeats: int) -> float:

@@ -4,7 +4,7 @@
                                                [--baseline /tmp/old]
 
 Each (job, code) runs in a fresh subprocess with `--threads` torch threads: `repeats` calls of
-workers.engine.run.run on the job's spec, the median wall time of run() measured outside it, and the
+engine.run.run on the job's spec, the median wall time of run() measured outside it, and the
 per-phase seconds of summary.timings of the median call. With `--baseline DIR` (a checkout of an
 older commit: `git worktree add /tmp/old <commit>`) the same jobs run on that code in the same
 invocation, and the ratio old/new of the median wall time is printed; a baseline without
@@ -76,7 +76,7 @@ import json, sys, time
 import torch
 torch.set_num_threads({threads})
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
+from engine.run import run
 specs = [JobSpec.model_validate(document) for document in json.loads(sys.argv[1])]
 calls = []
 for _ in range({repeats}):
@@ -180,10 +180,9 @@ def step_cost_table(repeats: int, threads: int) -> str:
     import torch
 
     from api_schemas.spec import ModelSpec
-    from workers.engine.head_kernel import outputs_kernel
-    from workers.engine.linearization import linearization_errors
-    from workers.engine.nets import build_network, trainable_parameters
-    from workers.engine.ntk import tangent_kernel
+    from engine.diagnostics.linearization import linearization_errors
+    from engine.kernels.ntk import outputs_kernel, tangent_kernel
+    from engine.nets.network import build_network, trainable_parameters
 
     torch.set_num_threads(threads)
 

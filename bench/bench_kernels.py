@@ -40,13 +40,13 @@ import time
 import numpy as np
 import torch
 
-from api_schemas.architecture import count_parameters
 from api_schemas.spec import ModelSpec
 from bench.tables import print_head, print_row
-from workers.engine.batched_hvp import BatchedHVP, FlatModel
-from workers.engine.lanczos import lanczos_top_eigenvalues
-from workers.engine.nets import build_network
-from workers.engine.ntk import kernel_costs, resolve_method, tangent_kernel
+from engine.curvature.batched_hvp import BatchedHVP, FlatModel
+from engine.curvature.lanczos import lanczos_top_eigenvalues
+from engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
+from engine.nets.network import build_network
+from planner.architecture import count_parameters
 
 METHODS = ("structured", "jacobian", "ntk_vp", "nngeometry")
 KERNEL_METHODS = ("structured", "jacobian", "ntk_vp")

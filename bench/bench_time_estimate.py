@@ -1,4 +1,4 @@
-"""Benchmark: the estimate's seconds (api_schemas/estimate.py) against the engine's, and their calibration.
+"""Benchmark: the estimate's seconds (planner/estimate.py) against the engine's, and their calibration.
 
     .venv/bin/python -m bench.bench_time_estimate [--quick] [--repeats N] [--threads N] [--only NAME ...] [--no-calibrate]
 
@@ -7,7 +7,7 @@ R from a wide shallow mlp (FLOPs dominate), t_op from a deep narrow one (dispatc
 two equations solved together; the table prints them as the settings estimate_flops_per_s and
 estimate_seconds_per_op. Then every spec of ODD_SPECS (deep, wide, a many-node ONNX graph,
 Hessian-heavy, infinite width, …) is estimated at those rates (at the defaults with
---no-calibrate) and run end to end by workers.engine.run.run on the CPU, each in a fresh
+--no-calibrate) and run end to end by engine.run.run on the CPU, each in a fresh
 interpreter that first runs a small job (a worker's first job pays torch's lazy start-up; a
 long-lived worker does not). Measured = the median wall time of `repeats` runs of run(), one torch
 thread (workers/main.py gives each worker its cores: calibrate with --threads at that count).
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from api_schemas.estimate import TimeRates, estimate_job
 from api_schemas.spec import JobSpec
 from bench.tables import print_head, print_row
+from planner.estimate import TimeRates, estimate_job
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
@@ -234,8 +234,8 @@ import json, sys, time
 import torch
 torch.set_num_threads(int(sys.argv[3]))
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
-from workers.engine.uploads import Uploads, provided
+from engine.run import run
+from engine.uploads import Uploads, provided
 
 run(JobSpec.model_validate({"data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
                             "model": {"hidden": [8]}, "training": {"max_steps": 5, "lr": 0.1},

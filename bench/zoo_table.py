@@ -9,7 +9,7 @@ accepted      the upload as the SDK makes it (ntklab.onnx_export.export_module, 
               (service.onnx_upload.check_onnx: operators and attributes, shape inference, signature):
               "yes", or the first line of the error.
 kernel error  ‖K − K_ref‖_F / ‖K_ref‖_F: K of the export converted in float64
-              (workers.engine.onnx_model.build_onnx_network) by tangent_kernel(method="auto"), K_ref the
+              (engine.nets.onnx_model.build_onnx_network) by tangent_kernel(method="auto"), K_ref the
               float64 torch.func reference on the module itself (tests/zoo/reference.module_kernel).
 auto          the median wall time of R calls of tangent_kernel(net, x, method="auto") after one warm-up
               call, and the method the cost model picked on x.
@@ -72,8 +72,8 @@ def accepted(module: torch.nn.Module, x: torch.Tensor, *, dynamo: bool) -> tuple
 
 def measure(name: str, repeats: int) -> list[str]:
     from api_schemas.spec import ModelSpec
-    from workers.engine import ntk
-    from workers.engine.onnx_model import build_onnx_network
+    from engine.kernels import ntk
+    from engine.nets.onnx_model import build_onnx_network
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

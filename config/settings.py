@@ -156,18 +156,18 @@ class Settings(BaseSettings):
     max_job_memory_bytes: int = Field(
         default=8 * 2**30,
         ge=1,
-        description="a job's estimated peak memory (api_schemas/estimate.py); 422 naming the largest term over it",
+        description="a job's estimated peak memory (planner/estimate.py); 422 naming the largest term over it",
     )
     max_job_flops: float = Field(
         default=1e16,
         gt=0,
-        description="a job's estimated work, training and diagnostics in FLOPs (api_schemas/estimate.py); 422 over it",
+        description="a job's estimated work, training and diagnostics in FLOPs (planner/estimate.py); 422 over it",
     )
     max_job_seconds: float = Field(
         default=24 * 3600,
         gt=0,
         description="a job's estimated seconds, FLOPs / estimate_flops_per_s + dispatched operations × "
-        "estimate_seconds_per_op (api_schemas/estimate.py); 422 naming the largest term over it. The default is "
+        "estimate_seconds_per_op (planner/estimate.py); 422 naming the largest term over it. The default is "
         "job_time_limit_s's: a job estimated past it would be stopped there",
     )
     estimate_flops_per_s: float = Field(

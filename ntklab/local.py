@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 from api_schemas.spec import JobSpec
+from engine.callbacks import Progress
+from engine.result import Result
+from engine.run import run
 from ntklab.progress import ProgressBar
-from workers.engine.callbacks import Progress
-from workers.engine.result import Result
-from workers.engine.run import run
 
 
 class BarCallbacks:

@@ -15,7 +15,7 @@
 3. Parameters checked: the trainable initializers are the module's trainable parameters one
    for one, by name and shape.
 4. Outputs checked: the network is converted here as the worker will convert it (the
-   worker's own converter, workers.engine.onnx_model, when the `[worker]` extra is installed;
+   worker's own converter, engine.nets.onnx_model, when the `[worker]` extra is installed;
    otherwise onnx.reference.ReferenceEvaluator) and its outputs on the example input equal
    module(example): |Δ| ≤ rtol·max|y| with rtol 1e-6 in float64 and 1e-4 in float32 (RTOL says why).
 
@@ -196,7 +196,7 @@ def check_outputs(proto: Any, example: Any, expected: Any) -> None:
 def converted_outputs(proto: Any, example: Any, dtype: Any) -> np.ndarray:
     """Outputs on `example` of the network as the worker builds it (its converter, if installed), else of the reference evaluator."""
     try:
-        converter = importlib.import_module("workers.engine.onnx_model")
+        converter = importlib.import_module("engine.nets.onnx_model")
         spec = importlib.import_module("api_schemas.spec")
     except ImportError:
         return reference_outputs(proto, example)

@@ -9,7 +9,7 @@ Spec caps (422, one FieldError per cap exceeded, with the limit and the value):
     data             inline values n·d + n·O ≤ max_inline_values
     training.max_steps             ≤ max_steps
     estimate         peak memory ≤ max_job_memory_bytes, work ≤ max_job_flops, time ≤ max_job_seconds
-                     (api_schemas/estimate.py, from the spec alone, at the rates estimate_flops_per_s and
+                     (planner/estimate.py, from the spec alone, at the rates estimate_flops_per_s and
                      estimate_seconds_per_op); the error names the largest term, its size and formula, on
                      the field that drives it (MEMORY_FIELDS, WORK_FIELDS: e.g. the infinite-width
                      layer maps on diagnostics.infinite_width, the Hessian spectrum's probes on
@@ -27,12 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api_schemas import problems as types
-from api_schemas.architecture import count_parameters
-from api_schemas.estimate import Estimate, TimeRates, estimate_job, format_bytes
 from api_schemas.graph import walk
 from api_schemas.problems import FieldError
 from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
 from config.settings import Settings
+from planner.architecture import count_parameters
+from planner.estimate import Estimate, TimeRates, estimate_job, format_bytes
 from service.problems import ProblemError, problem_response, summarize
 
 

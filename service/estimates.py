@@ -1,6 +1,6 @@
 """A job's estimate as the API shows it: on the job (GET /v1/jobs/{id}) and before it runs (POST /v1/jobs?dry_run=true).
 
-Both show api_schemas/estimate.py at this deployment's rates, those the time cap is checked at
+Both show planner/estimate.py at this deployment's rates, those the time cap is checked at
 (service/caps.py:time_rates), so a dry run answers the estimate the job then carries. The job's is computed
 once, by the caps check at submission, and stored on its row (store/job_estimates.py); GET reads it back. Per phase φ
 
@@ -31,7 +31,6 @@ from statistics import median
 
 from sqlalchemy.orm import Session
 
-from api_schemas.estimate import FLOPS_PER_S, SECONDS_PER_OP, Estimate, TimeRates, estimate_job
 from api_schemas.resources import (
     CalibratedPhase,
     EstimateCap,
@@ -43,6 +42,7 @@ from api_schemas.resources import (
 )
 from api_schemas.spec import JobSpec
 from config.settings import Settings
+from planner.estimate import FLOPS_PER_S, SECONDS_PER_OP, Estimate, TimeRates, estimate_job
 from service.caps import CheckedSpec, time_rates
 from store.job_estimates import stored_estimate
 from store.throughput import FinishedRun, recent_runs

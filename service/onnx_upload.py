@@ -21,7 +21,7 @@ except a batch norm's running statistics (api_schemas.uploads.trainable_initiali
 SDK and the worker use too); `trainable` lists them (name, shape) and their element count is the
 model's `parameters`.
 
-What one example costs, for the job estimate (api_schemas/forward_profile.py), from every node output's
+What one example costs, for the job estimate (planner/forward_profile.py), from every node output's
 shape at batch 2 less its shape at batch 1 (service/onnx_shapes.concrete_shapes: shape inference with the
 graph's shape arithmetic evaluated, so a Reshape to a computed target keeps its batch axis):
 `activation_elements` = Σ over node outputs of their elements at batch 2 − at batch 1; `forward_flops`

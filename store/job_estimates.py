@@ -1,4 +1,4 @@
-"""A job's estimate as its row stores it (jobs.estimate, migration 0015): api_schemas/estimate.py's Estimate, term by term.
+"""A job's estimate as its row stores it (jobs.estimate, migration 0015): planner/estimate.py's Estimate, term by term.
 
 The estimate is computed once, when the job is submitted, at that deployment's rates (service/submission.py);
 GET /v1/jobs/{id} (service/estimates.py) and the worker's memory check (workers/tasks.py) read it back. Document:
@@ -13,7 +13,7 @@ recomputed from FLOPs and operations at the stored rates (arithmetic, no plannin
 
 from __future__ import annotations
 
-from api_schemas.estimate import Estimate, Term, TimeRates
+from planner.estimate import Estimate, Term, TimeRates
 
 
 def estimate_document(estimate: Estimate | None) -> dict | None:

@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
-from api_schemas.estimate import Estimate
+from planner.estimate import Estimate
 from store import artifacts_repo, storage
 from store.fairness import fair_next_job
 from store.job_estimates import stored_estimate

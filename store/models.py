@@ -306,7 +306,7 @@ class UploadedModel(Base):
     # an integer input's vocabulary: ids must lie in [0, input_vocabulary) (service/onnx_upload.input_vocabulary);
     # None for float inputs, when no embedding reads the input directly, and before 0011
     input_vocabulary: Mapped[int | None] = mapped_column(BigInteger)
-    # the graph's nodes, for the time estimate's per-node term (api_schemas/forward_profile.py); None before 0012
+    # the graph's nodes, for the time estimate's per-node term (planner/forward_profile.py); None before 0012
     nodes: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

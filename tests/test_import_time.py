@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ntklab.localstack import clean_env
 
-PACKAGES = ("api_schemas", "analysis", "config", "store", "service", "workers", "ntklab")
+PACKAGES = ("api_schemas", "planner", "analysis", "config", "store", "service", "workers", "engine", "ntklab")
 SKIPPED = ("__main__",)  # `python -m workers` runs a worker: importing it is running it
 
 PROBE = f"""
@@ -57,7 +57,7 @@ def test_importing_every_module_builds_nothing_and_creates_no_file(tmp_path: Pat
         "workers.queue",
         "workers.celery_app",
         "store.job_store",
-        "workers.engine.run",
+        "engine.run",
         "ntklab.cli",
     } <= set(report["imported"])
     assert report["built"] == [], f"built at import time: {report['built']}"

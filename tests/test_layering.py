@@ -17,7 +17,18 @@ import pytest
 from ntklab.localstack import clean_env
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("api_schemas", "analysis", "config", "store", "service", "workers", "ntklab", "migrations")
+PACKAGES = (
+    "api_schemas",
+    "planner",
+    "analysis",
+    "config",
+    "store",
+    "service",
+    "workers",
+    "engine",
+    "ntklab",
+    "migrations",
+)
 LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
 
 
@@ -51,13 +62,25 @@ def test_the_contracts_hold_on_this_tree():
         ("workers/tasks.py", "import service.app", "workers is not allowed to import service"),
         (
             "service/caps.py",
-            "import workers.engine.nets",
+            "import engine.nets.network",
             "The API reaches the workers only through the broker interface",
         ),
         ("service/quota.py", "import torch", "The API process never imports torch"),
-        ("workers/engine/ntk.py", "import sqlalchemy", "The engine imports no Celery, SQL"),
+        ("engine/kernels/ntk.py", "import sqlalchemy", "The engine imports no Celery, SQL"),
         ("store/db.py", "import workers.tasks", "The store imports neither the API nor the workers"),
         ("api_schemas/spec.py", "import numpy", "The wire contract imports only pydantic"),
+        ("api_schemas/spec.py", "import planner.estimate", "The wire contract imports only pydantic"),
+        ("planner/estimate.py", "import torch", "The planner imports pydantic, the standard library"),
+        (
+            "planner/architecture.py",
+            "import api_schemas.problems",
+            "The planner imports pydantic, the standard library",
+        ),
+        (
+            "engine/run.py",
+            "import api_schemas.problems",
+            "The engine imports the planner and the wire contract's spec types",
+        ),
         ("ntklab/client.py", "import sqlalchemy", "The SDK needs no server part"),
         ("analysis/fits.py", "import store.models", "Analysis is numeric only"),
         ("service/api/routes/presets.py", "import service.api.routes.sweeps", "The routers are independent"),

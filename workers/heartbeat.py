@@ -8,7 +8,7 @@ heartbeat_at, the latest progress if it changed, and the buffered metric points 
 row is no longer ours (requeued by the reaper) `cancelled()` turns True and the job stops.
 
 The engine stops at its next checkpoint (a training step, a kernel chunk, a batch of
-Hessian-vector products: workers/engine/callbacks.py). A job still running `cancel_grace_s`
+Hessian-vector products: engine/callbacks.py). A job still running `cancel_grace_s`
 after the thread saw its cancel (stuck in one long native call) is handed to `overdue()`,
 which stores it cancelled and replaces the process (workers/tasks.py).
 """
@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from engine.callbacks import Progress
+from engine.result import finite_or_none
 from store.job_store import ChunkRow, Claim, JobStore, LostJob
-from workers.engine.callbacks import Progress
-from workers.engine.result import finite_or_none
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ cancelled job) the task returns without writing. A new attempt wipes the previou
 artifacts; the engine is deterministic given the spec's seed, so the retried series has
 every step exactly once. torch is imported in the worker's child process only.
 
-Memory: before running, the job's estimated peak memory (api_schemas/estimate.py, stored at submission) is checked
+Memory: before running, the job's estimated peak memory (planner/estimate.py, stored at submission) is checked
 against the device's (worker_memory_budget_bytes, else the GPU's or the machine's memory); a job
 over it fails at once with both numbers (`exceeds_device_memory`). A CPU pool process is limited to
 its size after importing torch and running the warm-up job plus worker_memory_limit_bytes
@@ -22,7 +22,7 @@ calls `JobTask.on_failure`, which fails the row this worker node was running (on
 node: worker_concurrency = 1), so the reaper does not take the dead attempt for a lost
 worker and run it again.
 
-Cancel: the engine stops at its next checkpoint (workers/engine/callbacks.py) once the heartbeat
+Cancel: the engine stops at its next checkpoint (engine/callbacks.py) once the heartbeat
 thread has seen `cancel_requested`. A job still running `job_cancel_grace_s` later is stuck where
 no checkpoint comes (one long native call): the heartbeat thread stores it `cancelled` with the
 points it has, then kills its own pool process with SIGKILL, and the worker's parent forks a fresh
@@ -49,13 +49,13 @@ from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api_schemas.estimate import Estimate, estimate_job, format_bytes
 from api_schemas.spec import JobSpec
 from config.settings import Settings
+from engine.callbacks import JobCancelled
+from planner.estimate import Estimate, estimate_job, format_bytes
 from store.db import make_engine, make_session_factory
 from store.job_store import ChunkRow, Claim, JobStore, LostJob, MissingUpload
 from workers.celery_app import TASK_NAME
-from workers.engine.callbacks import JobCancelled
 from workers.heartbeat import MAX_CHUNK_POINTS, JobReporter, SeriesBuffer
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def _prepare_child(settings: Settings, **_) -> None:
     """Pay torch's import when the child starts, not when the first job arrives (torch._dynamo too,
     which torch imports on the first optimizer or dispatch mode a job builds: ~0.8 s on the CPU); set
     its threads (settings.worker_threads, resolved by workers/main.py); run a tiny job on its device
-    (workers/engine/warm_up.py), so the first job pays no start-up cost; then limit its memory."""
+    (engine/run.py, warm_up), so the first job pays no start-up cost; then limit its memory."""
     import torch
     import torch._dynamo  # noqa: F401
 
@@ -98,7 +98,7 @@ def _prepare_child(settings: Settings, **_) -> None:
 def _warmed_up(device: str) -> str:
     """Run the warm-up job on `device`; what the ready line says of it. A failed warm-up is logged, not fatal: the
     worker still takes jobs (each fails or succeeds on its own), only the first one pays torch's start-up."""
-    from workers.engine.warm_up import warm_up
+    from engine.run import warm_up
 
     try:
         return f"warmed up by a tiny job in {warm_up(device):.2f} s"
@@ -202,8 +202,8 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         log.exception("job %s: its uploads could not be read", claim.job_id)
         store.finish(claim, "failed", error=describe_failure(error))
         return
-    from workers.engine.run import run
-    from workers.engine.uploads import provided
+    from engine.run import run
+    from engine.uploads import provided
 
     reporter = JobReporter(
         store,
@@ -291,7 +291,7 @@ def with_storage_time(summary: dict, prepared_s: float, written_s: float) -> dic
 def read_uploads(store: JobStore, job_id: str, spec: JobSpec):
     """The data set and ONNX model the spec names, read from the database and decoded for the engine."""
     from api_schemas.spec import DatasetData
-    from workers.engine.uploads import Uploads, load_npy
+    from engine.uploads import Uploads, load_npy
 
     dataset_ids = (spec.data.id,) if isinstance(spec.data, DatasetData) else ()
     model_ids = (spec.model.id,) if spec.model.kind == "onnx" and spec.model.id else ()
@@ -418,7 +418,7 @@ def final_rows(buffer: SeriesBuffer, series: dict) -> tuple[list[ChunkRow], tupl
 
 def stored_outcome(result, max_artifact_bytes: int) -> tuple[dict, dict[str, tuple[str, bytes]]]:
     """The summary and the artifacts under the size cap; a skipped artifact is named in the summary."""
-    from workers.engine.result import finite_or_none
+    from engine.result import finite_or_none
 
     summary = {name: finite_or_none(value) for name, value in result.summary.items()}
     artifacts, skipped = {}, []

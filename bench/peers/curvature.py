@@ -34,10 +34,10 @@ from torch import Tensor, nn
 
 from api_schemas.spec import ModelSpec
 from bench.peers.harness import interleaved, ratio_cell, seconds_cell
-from workers.engine.curvature_operators import loss_hessian_operator
-from workers.engine.lanczos import lanczos_many
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.spectral_estimators import stochastic_lanczos_quadrature
+from engine.curvature.lanczos import lanczos_many
+from engine.curvature.operators import loss_hessian_operator
+from engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
+from engine.nets.network import build_network, trainable_parameters
 
 TOP_K, TOLERANCE, CAP = 4, 1e-3, 100
 TRACE_PROBES = 32

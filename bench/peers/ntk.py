@@ -26,8 +26,8 @@ from torch import nn
 
 from api_schemas.spec import ModelSpec
 from bench.peers.harness import interleaved, ratio_cell, seconds_cell
-from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
+from engine.kernels.ntk import tangent_kernel
+from engine.nets.network import build_network
 
 ROOT = Path(__file__).resolve().parents[2]
 JAX_PYTHON = ROOT / ".venv-jax" / "bin" / "python"

@@ -3,7 +3,7 @@
 Counted at upload from the protobuf (shape inference, nothing run), with the batch axis set
 to 1: activation_elements = Σ over node outputs of the elements they hold, forward_flops =
 2·(multiply-adds of MatMul, Gemm and Conv nodes) + one per element of every other node output.
-The memory and work estimate of a job (api_schemas/estimate.py) scales them by the examples
+The memory and work estimate of a job (planner/estimate.py) scales them by the examples
 it pushes through the model. Nullable: models uploaded before this revision, and graphs
 with a symbolic dimension other than the batch axis, have none; the estimate then falls
 back to bounds from the parameter count (docs/operations.md, "Memory and work estimate").

@@ -6,7 +6,7 @@ constant_bytes = Σ over the outputs of nodes computed from constants alone (fol
 conversion, then held for the job) of their bytes, floats at 8; constant_elements = their float
 elements (a float32 job holds those at 4 bytes); folding_flops = the FLOPs of folding them;
 fixed_elements and fixed_flops = the outputs and FLOPs of the nodes computed from weights and not
-from the input, which run once per forward pass. The job estimate (api_schemas/estimate.py)
+from the input, which run once per forward pass. The job estimate (planner/estimate.py)
 counts the constants once in memory and the fixed work per forward pass. Nullable: models
 uploaded before this revision have none (their estimate is as before). Only nullable columns
 are added (no table rebuild on SQLite, see 0005).

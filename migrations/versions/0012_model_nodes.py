@@ -1,7 +1,7 @@
 """An ONNX model's node count, for the time estimate's per-node term.
 
 models.nodes: the nodes of the uploaded graph (service/onnx_upload.check_onnx), each one framework
-operation or a few on every forward pass (api_schemas/forward_profile.py: D = 2 per node). Nullable:
+operation or a few on every forward pass (planner/forward_profile.py: D = 2 per node). Nullable:
 models stored before this revision have none and are estimated at the default node cap (10 000). Only
 a nullable column is added (no table rebuild on SQLite, see 0005).
 

@@ -1,6 +1,6 @@
 """A job's estimate, stored once: jobs.estimate.
 
-The estimate (api_schemas/estimate.py) is computed when a job is submitted, at that deployment's rates,
+The estimate (planner/estimate.py) is computed when a job is submitted, at that deployment's rates,
 and stored on the row (store/job_estimates.py has the document's shape); GET /v1/jobs/{id} and the
 worker's memory check read it instead of computing it again. Nullable, no backfill: a job stored before
 this revision (and one whose model cannot be planned) has none, and its readers compute it from the spec

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch.func import functional_call
 
-from workers.engine.activations import apply_head
-from workers.engine.nets import trainable_parameters
+from engine.nets.activations import apply_head
+from engine.nets.network import trainable_parameters
 
 
 def dense_hessian(net, x_i: torch.Tensor) -> torch.Tensor:

@@ -10,12 +10,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from workers.engine.gradient import gradient_norms
-from workers.engine.hessian import model_hessian
-from workers.engine.linearization import linearization_errors
-from workers.engine.ntk import kernel_spectrum, relative_change, tangent_kernel
-from workers.engine.sensitivity import layer_sensitivity
-from workers.engine.weight_change import weight_change
+from engine.curvature.hessian import model_hessian
+from engine.diagnostics.linearization import linearization_errors, weight_change
+from engine.diagnostics.sensitivity import layer_sensitivity
+from engine.kernels.ntk import gradient_norms, kernel_spectrum, relative_change, tangent_kernel
 
 METHODS = ("auto", "structured", "jacobian", "ntk_vp")
 

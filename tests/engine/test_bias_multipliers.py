@@ -1,4 +1,4 @@
-"""Bias multipliers follow the parameterization (workers/engine/parameterization.py, docs/diagnostics.md).
+"""Bias multipliers follow the parameterization (engine/nets/parameterization.py, docs/diagnostics.md).
 
 The references: the forward pass written out by hand, the per-tensor kernel traces from a dense
 torch.func Jacobian in float64, and the engine run of the issue's mean-field spec with and
@@ -14,8 +14,8 @@ import torch
 from torch.func import functional_call, jacrev
 
 from api_schemas.spec import JobSpec, ModelSpec
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.run import run
+from engine.nets.network import build_network, trainable_parameters
+from engine.run import run
 
 
 def test_meanfield_readout_bias_enters_with_one_over_root_width():

@@ -1,6 +1,6 @@
 """Every long computation of a job reaches checkpoints between its units of work, and one that raises stops it there.
 
-A Countdown is a checkpoint (workers/engine/callbacks.py) that raises JobCancelled at its `at`-th call;
+A Countdown is a checkpoint (engine/callbacks.py) that raises JobCancelled at its `at`-th call;
 at=∞ counts the calls of a whole computation. tests/integration/test_cancel_phases.py times the same
 checkpoints through a live worker.
 """
@@ -16,18 +16,18 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
-from workers.engine import ntk
-from workers.engine.callbacks import JobCancelled, NullCallbacks, Progress
-from workers.engine.hessian import model_hessian
-from workers.engine.hessian_spectrum import hessian_spectrum
-from workers.engine.infinite_width import limit_kernels
-from workers.engine.loss_hessian import loss_hessian_split
-from workers.engine.meter import Meter
-from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
-from workers.engine.onnx_model import build_onnx_network
-from workers.engine.per_sample import per_sample_kernel
-from workers.engine.run import run
+from engine.callbacks import JobCancelled, NullCallbacks, Progress
+from engine.curvature.hessian import model_hessian
+from engine.curvature.hessian_spectrum import hessian_spectrum
+from engine.curvature.loss_hessian import loss_hessian_split
+from engine.kernels import ntk
+from engine.kernels.ntk import tangent_kernel
+from engine.kernels.per_sample import per_sample_kernel
+from engine.limits.infinite_width import limit_kernels
+from engine.meter import Meter
+from engine.nets.network import build_network
+from engine.nets.onnx_model import build_onnx_network
+from engine.run import run
 
 MODEL_ID = "mdl_" + "0" * 32
 

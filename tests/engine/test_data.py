@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
-from workers.engine.data import load_data, standardize
+from engine.training.data import load_data, standardize
 
 
 def spec(data: dict, **model) -> JobSpec:

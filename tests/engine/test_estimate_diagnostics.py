@@ -1,5 +1,5 @@
 """The estimate's terms for the infinite-width kernels, the Hessian spectrum and the loss-Hessian split
-(api_schemas/estimate.py, api_schemas/limit_cost.py) against the engine they predict.
+(planner/estimate.py, planner/limit_cost.py) against the engine they predict.
 
 Memory: each spec makes one new diagnostic's working set a few hundred MB and runs twice in a fresh
 interpreter (tests/engine/test_estimate_peaks.py's measured_growth: peak resident growth), with the
@@ -19,14 +19,14 @@ import torch
 import torch.nn.functional as F
 
 from api_schemas.base import Activation
-from api_schemas.estimate import estimate_job, spectrum_hvps
-from api_schemas.limit_cost import CLOSED_FORMS, RULES
 from api_schemas.spec import JobSpec
+from engine.curvature.hessian_spectrum import hessian_spectrum
+from engine.curvature.loss_hessian import loss_hessian_split
+from engine.limits import gauss_hermite
+from engine.nets.network import build_network
+from planner.estimate import estimate_job, spectrum_hvps
+from planner.limit_cost import CLOSED_FORMS, RULES
 from tests.engine.test_estimate_peaks import measured_growth
-from workers.engine import gauss_hermite
-from workers.engine.hessian_spectrum import hessian_spectrum
-from workers.engine.loss_hessian import loss_hessian_split
-from workers.engine.nets import build_network
 
 OFF = {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
 

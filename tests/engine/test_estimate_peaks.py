@@ -1,4 +1,4 @@
-"""The estimate (api_schemas/estimate.py, arithmetic on the spec) against the engine it predicts.
+"""The estimate (planner/estimate.py, arithmetic on the spec) against the engine it predicts.
 
 Peaks: each spec runs in a fresh interpreter that imports torch and the engine, resets its
 peak resident size (/proc/self/clear_refs), runs the job on the CPU and reports how far the
@@ -11,9 +11,9 @@ of 1–32 MiB are carved from the heap once the threshold has grown, and the hea
 phase freed, so the resident peak of such a job drifts from the largest phase towards their sum
 (a 4096 × 1536 graph measured 0.42× its estimate for that reason).
 
-Profiles: the layer plan's one-example profile (api_schemas/forward_profile.py) must list the
+Profiles: the layer plan's one-example profile (planner/forward_profile.py) must list the
 same covered layers, parameters and fallback parameters as the profile the worker measures
-with torch on the built network (workers/engine/kernel_cost.py), so the estimate costs the
+with torch on the built network (engine/kernels/kernel_cost.py), so the estimate costs the
 kernel method the worker will run.
 """
 
@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from api_schemas.estimate import estimate_job
-from api_schemas.forward_profile import forward_profile
 from api_schemas.spec import JobSpec
-from workers.engine import kernel_cost
-from workers.engine.activations import apply_head
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
+from engine.kernels import kernel_cost
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network
+from engine.training.data import load_data
+from planner.estimate import estimate_job
+from planner.forward_profile import forward_profile
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
@@ -93,7 +93,7 @@ PROGRAM = """
 import json, sys, time
 import torch
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
+from engine.run import run
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.architecture import count_parameters
 from api_schemas.spec import JobSpec
+from engine.artifacts import load_weights
+from engine.curvature.hessian import model_hessian
+from engine.nets.network import build_network, trainable_parameters
+from engine.run import run
+from engine.training.data import load_data
+from planner.architecture import count_parameters
 from service.grid import set_path
 from tests.engine.dense_reference import dense_hessian
-from workers.engine.artifacts import load_weights
-from workers.engine.data import load_data
-from workers.engine.hessian import model_hessian
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.run import run
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_WIDTHS = {

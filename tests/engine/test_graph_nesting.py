@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from api_schemas.graph import MAX_NESTING, too_deep
 from api_schemas.spec import JobSpec
-from workers.engine.graph import build_graph_network
-from workers.engine.run import run
+from engine.nets.graph import build_graph_network
+from engine.run import run
 
 ENGINE_FRAMES = 700
 

@@ -1,5 +1,5 @@
 """Graph networks in torch: the arithmetic count and shapes are the built network's, the layers
-compute their formulas, the parameterization and seeding follow nets.py, token inputs work."""
+compute their formulas, the parameterization and seeding follow engine/nets/network.py, token inputs work."""
 
 import math
 from pathlib import Path
@@ -8,14 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from api_schemas.architecture import count_parameters, plan_model_graph
 from api_schemas.spec import JobSpec, ModelSpec
-from workers.engine.graph_layers import Residual
-from workers.engine.hessian import model_hessian
-from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import tangent_kernel
-from workers.engine.sensitivity import layer_sensitivity
+from engine.curvature.hessian import model_hessian
+from engine.diagnostics.sensitivity import layer_sensitivity
+from engine.kernels.ntk import tangent_kernel
+from engine.nets.graph_layers import Residual
+from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from engine.nets.network import build_network, trainable_parameters
+from planner.architecture import count_parameters, plan_model_graph
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = {

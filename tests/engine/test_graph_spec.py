@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from api_schemas.architecture import count_parameters, plan_model_graph
-from api_schemas.builtin_graphs import builtin_as_graph
 from api_schemas.graph import Dense
 from api_schemas.graph_plan import GraphShapeError, plan_graph
 from api_schemas.spec import JobSpec, ModelSpec
+from planner.architecture import count_parameters, plan_model_graph
+from planner.builtin_graphs import builtin_as_graph
 from service.grid import expand_grid
 
 REPO = Path(__file__).resolve().parents[2]

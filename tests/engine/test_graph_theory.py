@@ -34,10 +34,10 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
-from workers.engine.data import load_data
-from workers.engine.hessian import model_hessian
-from workers.engine.nets import build_network
-from workers.engine.run import run
+from engine.curvature.hessian import model_hessian
+from engine.nets.network import build_network
+from engine.run import run
+from engine.training.data import load_data
 
 pytestmark = pytest.mark.slow
 

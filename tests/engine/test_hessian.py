@@ -3,10 +3,10 @@ import torch
 from torch.func import functional_call, hessian
 
 from api_schemas.spec import ModelSpec
-from workers.engine.activations import apply_head
-from workers.engine.hessian import hessian_vector_product, model_hessian
-from workers.engine.lanczos import lanczos_top_eigenvalues
-from workers.engine.nets import build_network, trainable_parameters
+from engine.curvature.hessian import hessian_vector_product, model_hessian
+from engine.curvature.lanczos import lanczos_top_eigenvalues
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
 
 TINY = {
     "linear-head": dict(hidden=[6], activation="tanh", output_dim=2),

@@ -1,4 +1,4 @@
-"""Batched, certified Lanczos for the model Hessian (workers/engine/hessian.py, lanczos.py, batched_hvp.py).
+"""Batched, certified Lanczos for the model Hessian (engine/curvature/hessian.py, lanczos.py, batched_hvp.py).
 
 References are independent of the engine's torch.func path: dense Hessians by
 torch.autograd.functional.hessian (reverse-over-reverse) of a hand-written flat function,
@@ -12,11 +12,11 @@ from torch import nn
 from torch.func import functional_call
 
 from api_schemas.spec import ModelSpec
-from workers.engine.activations import apply_head
-from workers.engine.batched_hvp import BatchedHVP, FlatModel
-from workers.engine.hessian import model_hessian
-from workers.engine.lanczos import lanczos_many, lanczos_top_eigenvalues
-from workers.engine.nets import build_network, trainable_parameters
+from engine.curvature.batched_hvp import BatchedHVP, FlatModel
+from engine.curvature.hessian import model_hessian
+from engine.curvature.lanczos import lanczos_many, lanczos_top_eigenvalues
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
 
 NETS = {
     "mlp": (dict(hidden=[12, 10], activation="tanh", output_dim=3, output_activation="swish"), (4,)),

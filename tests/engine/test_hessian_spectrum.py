@@ -12,11 +12,11 @@ from pydantic import ValidationError
 from torch.func import functional_call, hessian
 
 from api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
-from workers.engine.activations import apply_head
-from workers.engine.curvature_operators import loss_hessian_operator, model_hessian_operator, parameter_groups
-from workers.engine.hessian_spectrum import hessian_spectrum
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.spectral_estimators import gauss_quadrature, lanczos_tridiagonals, stochastic_lanczos_quadrature
+from engine.curvature.hessian_spectrum import hessian_spectrum
+from engine.curvature.operators import loss_hessian_operator, model_hessian_operator, parameter_groups
+from engine.curvature.spectral_estimators import gauss_quadrature, lanczos_tridiagonals, stochastic_lanczos_quadrature
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
 
 
 def tiny(model: dict, n: int = 8, d: int = 3, seed: int = 0):
@@ -40,7 +40,7 @@ def dense_model_hessian(net, x_i, a):
 
 
 def dense_loss_hessian(net, x, y):
-    """The mse loss L = (1/2n) Σ‖φ(f(x_i)) − y_i‖² of workers/engine/training.py, written out."""
+    """The mse loss L = (1/2n) Σ‖φ(f(x_i)) − y_i‖² of engine/training/loop.py, written out."""
     w, unflatten = flat(net)
     return hessian(
         lambda w: 0.5 * (apply_head(net.head, functional_call(net, unflatten(w), (x,))) - y).pow(2).sum() / len(x)

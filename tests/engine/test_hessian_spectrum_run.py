@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
-from workers.engine.artifacts import load_weights
-from workers.engine.callbacks import NullCallbacks
-from workers.engine.data import load_data
-from workers.engine.hessian_spectrum import hessian_spectrum
-from workers.engine.loss_hessian import loss_hessian_split
-from workers.engine.nets import build_network
-from workers.engine.run import run
+from engine.artifacts import load_weights
+from engine.callbacks import NullCallbacks
+from engine.curvature.hessian_spectrum import hessian_spectrum
+from engine.curvature.loss_hessian import loss_hessian_split
+from engine.nets.network import build_network
+from engine.run import run
+from engine.training.data import load_data
 
 SERIES = ("loss_hessian_norm", "gauss_newton_norm", "loss_hessian_rest_norm", "loss_kernel_lambda_min")
 

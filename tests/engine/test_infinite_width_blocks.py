@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from api_schemas.spec import ModelSpec
-from workers.engine import limit_maps
-from workers.engine.diagonal_windows import DiagonalWindow
-from workers.engine.infinite_width import limit_kernels
+from engine.limits import limit_maps
+from engine.limits.diagonal_windows import DiagonalWindow
+from engine.limits.infinite_width import limit_kernels
 
 
 def window_reads(grid: tuple[int, int], k: int, stride: int, padding: int) -> torch.Tensor:

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from api_schemas.spec import ModelSpec
-from workers.engine.infinite_width import kernel_inf_distance, limit_kernels
-from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
+from engine.kernels.ntk import tangent_kernel
+from engine.limits.infinite_width import kernel_inf_distance, limit_kernels
+from engine.nets.network import build_network
 
 
 def empirical(model: ModelSpec, x: torch.Tensor, seed: int) -> torch.Tensor:

@@ -10,11 +10,11 @@ import torch
 from pydantic import ValidationError
 
 from api_schemas.spec import JobSpec
-from workers.engine.data import load_data
-from workers.engine.infinite_width import kernel_inf_distance, limit_kernels
-from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
-from workers.engine.run import run
+from engine.kernels.ntk import tangent_kernel
+from engine.limits.infinite_width import kernel_inf_distance, limit_kernels
+from engine.nets.network import build_network
+from engine.run import run
+from engine.training.data import load_data
 
 
 def spec(model: dict, **diagnostics) -> JobSpec:

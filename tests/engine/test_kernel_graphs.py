@@ -1,6 +1,6 @@
 """The tangent kernel of layer graphs: transformer blocks, a ViT, a VGG-like CNN, tied and foreign weights.
 
-Small hand-built nets with the shapes of workers/engine/graph.py's networks (scaled layers
+Small hand-built nets with the shapes of engine/nets/graph.py's networks (scaled layers
 over token sequences, a patch-embedding convolution, LayerNorm with affine parameters,
 softmax attention, residuals, pooling); every method must agree with a dense reference
 J Jᵀ in float64 to 1e-10.
@@ -15,13 +15,13 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from api_schemas.spec import ModelSpec
-from workers.engine import kernel_cost, kernel_rules, ntk
-from workers.engine.activations import apply_head
-from workers.engine.layer_capture import capture
-from workers.engine.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import kernel_costs, resolve_method, tangent_kernel
-from workers.engine.per_sample import per_sample_kernel
+from engine.kernels import kernel_cost, kernel_rules, ntk
+from engine.kernels.layer_capture import capture
+from engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
+from engine.kernels.per_sample import per_sample_kernel
+from engine.nets.activations import apply_head
+from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from engine.nets.network import build_network, trainable_parameters
 
 METHODS = ("structured", "jacobian", "ntk_vp")
 F64 = torch.float64

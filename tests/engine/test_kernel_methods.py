@@ -6,10 +6,10 @@ from torch.func import functional_call, jacrev
 
 from api_schemas.spec import ModelSpec
 from bench.bench_kernels import method_row_inputs, method_row_network, method_rows
-from workers.engine import ntk, symmetric_gram
-from workers.engine.activations import apply_head
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import kernel_spectrum, relative_change, resolve_method, tangent_kernel
+from engine.kernels import ntk, symmetric_gram
+from engine.kernels.ntk import kernel_spectrum, relative_change, resolve_method, tangent_kernel
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
 
 METHODS = ("structured", "jacobian", "ntk_vp")
 

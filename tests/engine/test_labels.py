@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 
 from api_schemas.spec import JobSpec
-from workers.engine.callbacks import NullCallbacks
-from workers.engine.data import load_data
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.run import run
-from workers.engine.training import loss_function, train
-from workers.engine.uploads import Uploads, provided
+from engine.callbacks import NullCallbacks
+from engine.nets.network import build_network, trainable_parameters
+from engine.run import run
+from engine.training.data import load_data
+from engine.training.loop import loss_function, train
+from engine.uploads import Uploads, provided
 
 N, D, C, LR, STEPS = 24, 5, 4, 0.3, 25
 

@@ -12,12 +12,12 @@ import torch.nn.functional as F
 from torch.func import functional_call, hessian, jacrev
 
 from api_schemas.spec import JobSpec, ModelSpec
-from workers.engine.activations import apply_head
-from workers.engine.curvature_operators import gauss_newton_operator, loss_hessian_operator, residual_operator
-from workers.engine.data import load_data
-from workers.engine.loss_hessian import loss_hessian_split
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import tangent_kernel
+from engine.curvature.loss_hessian import loss_hessian_split
+from engine.curvature.operators import gauss_newton_operator, loss_hessian_operator, residual_operator
+from engine.kernels.ntk import tangent_kernel
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
+from engine.training.data import load_data
 
 CASES = {
     "mse, linear head": (dict(hidden=[5], activation="tanh", output_dim=2), "mse"),

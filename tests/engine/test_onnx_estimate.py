@@ -8,13 +8,13 @@ and a trainable weight squared on every forward pass (W·W, 2·256³ FLOPs):
 
 Its upload's counts (service/onnx_upload.check_onnx: folded constants, folding FLOPs, the fixed
 per-pass nodes) fill model.stored as service/uploads.resolve_uploads does, and the job's estimate
-(api_schemas/estimate.py) must be within 2× of:
+(planner/estimate.py) must be within 2× of:
 
     memory  the peak resident growth of the job run on the CPU in a fresh interpreter, measured as
             tests/engine/test_estimate_peaks.py measures it (the folded constants dominate);
     work    FLOPs counted by torch.utils.flop_counter.FlopCounterMode (matmuls and convolutions) around
             the conversion (the folding: the estimate's `constants` work term) and around the worker's
-            training loop (workers.engine.training.train: the `training` term, in which W·W runs once per
+            training loop (engine.training.loop.train: the `training` term, in which W·W runs once per
             pass, not once per example).
 
 Before the upload counted these, the estimate held none of the 256 MiB and none of the folding, and
@@ -34,15 +34,15 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch.utils.flop_counter import FlopCounterMode
 
-from api_schemas.estimate import estimate_job
 from api_schemas.spec import JobSpec
 from config.settings import Settings
+from engine.callbacks import NullCallbacks
+from engine.nets.network import build_network
+from engine.training.data import load_data
+from engine.training.loop import train
+from engine.uploads import Uploads, provided
+from planner.estimate import estimate_job
 from service.onnx_upload import check_onnx
-from workers.engine.callbacks import NullCallbacks
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
-from workers.engine.training import train
-from workers.engine.uploads import Uploads, provided
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_ID = "mdl_" + "0" * 32
@@ -139,8 +139,8 @@ PROGRAM = """
 import json, sys
 import torch
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
-from workers.engine.uploads import Uploads, provided
+from engine.run import run
+from engine.uploads import Uploads, provided
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

@@ -1,4 +1,4 @@
-"""The converter's layers (workers/engine/onnx_model.py): which ONNX patterns become ScaledLinear / ScaledConv2d /
+"""The converter's layers (engine/nets/onnx_model.py): which ONNX patterns become ScaledLinear / ScaledConv2d /
 ScaledConv1d / ScaledEmbedding, and that the structured kernel on them is the jacobian and ntk_vp kernels'.
 
 Each pattern is built with onnx.helper (against onnx's reference evaluator) and exported by torch from a small
@@ -20,12 +20,12 @@ from onnx.reference import ReferenceEvaluator
 from torch import nn
 
 from api_schemas.spec import ModelSpec
+from engine.kernels import kernel_rules, ntk
+from engine.kernels.layer_capture import capture, fallback_names, rule_parameters
+from engine.kernels.ntk import tangent_kernel
+from engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
+from engine.nets.onnx_model import build_onnx_network
 from ntklab.onnx_export import export_module
-from workers.engine import kernel_rules, ntk
-from workers.engine.layer_capture import capture, fallback_names, rule_parameters
-from workers.engine.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
-from workers.engine.ntk import tangent_kernel
-from workers.engine.onnx_model import build_onnx_network
 
 F64 = torch.float64
 D = TensorProto.DOUBLE

@@ -1,4 +1,4 @@
-"""The ONNX converter (workers/engine/onnx_model.py): every allowlisted operator against onnx's reference
+"""The ONNX converter (engine/nets/onnx_model.py): every allowlisted operator against onnx's reference
 evaluator, torch exports against their modules, and an ONNX MLP against the built-in standard MLP."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from torch import nn
 
 from api_schemas.spec import JobSpec, ModelSpec
 from api_schemas.uploads import ONNX_OPERATORS
+from engine.curvature.hessian import model_hessian
+from engine.kernels.ntk import resolve_method, tangent_kernel
+from engine.nets.network import build_network, trainable_parameters
+from engine.nets.onnx_model import OnnxConversionError, build_onnx_network
+from engine.run import run
+from engine.uploads import Uploads, provided
 from tests.engine.dense_reference import dense_hessian
 from tests.upload_files import mlp_model
-from workers.engine.hessian import model_hessian
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import resolve_method, tangent_kernel
-from workers.engine.onnx_model import OnnxConversionError, build_onnx_network
-from workers.engine.run import run
-from workers.engine.uploads import Uploads, provided
 
 D = TensorProto.DOUBLE
 MODEL_ID = "mdl_" + "0" * 32

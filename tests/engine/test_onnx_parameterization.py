@@ -1,4 +1,4 @@
-"""An uploaded model in ntk or mup parameterization (workers/engine/onnx_parameterization.py), against references
+"""An uploaded model in ntk or mup parameterization (engine/nets/onnx_parameterization.py), against references
 computed here from the original torch module: its outputs, and its tangent kernel by torch.func in float64
 
     K_ref = Σ_weights m_l² J_l J_lᵀ + Σ_other J_p J_pᵀ,    J_p = ∂f/∂p of the module's own parameters [n·O, |p|],
@@ -18,14 +18,14 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from api_schemas.spec import JobSpec, ModelSpec
+from engine.kernels.ntk import tangent_kernel
+from engine.nets.network import build_network
+from engine.nets.onnx_model import build_onnx_network
+from engine.nets.onnx_parameterization import layer_roles
+from engine.run import run
+from engine.uploads import Uploads, provided
 from tests.engine.test_onnx_model import MODEL_ID, PreLNBlock, Tokens, export
 from tests.upload_files import mlp_model
-from workers.engine.nets import build_network
-from workers.engine.ntk import tangent_kernel
-from workers.engine.onnx_model import build_onnx_network
-from workers.engine.onnx_parameterization import layer_roles
-from workers.engine.run import run
-from workers.engine.uploads import Uploads, provided
 
 
 def spec(parameterization: str, out: int = 2) -> ModelSpec:

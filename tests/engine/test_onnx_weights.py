@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 from api_schemas.spec import JobSpec
+from engine.artifacts import load_weights
+from engine.nets.onnx_model import build_onnx_network
+from engine.run import run
+from engine.uploads import Uploads, provided
 from ntklab.onnx_export import export_module
-from workers.engine.artifacts import load_weights
-from workers.engine.onnx_model import build_onnx_network
-from workers.engine.run import run
-from workers.engine.uploads import Uploads, provided
 
 MODEL_ID = "mdl_" + "3" * 32
 DATASET_ID = "ds_" + "3" * 32

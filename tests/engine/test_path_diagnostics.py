@@ -6,14 +6,11 @@ import torch
 from torch.func import functional_call, hessian, jacrev
 
 from api_schemas.spec import ModelSpec
-from workers.engine.activations import apply_head
-from workers.engine.gradient import gradient_norms
-from workers.engine.hessian import model_hessian
-from workers.engine.hessian_ratio import hessian_grad_ratio
-from workers.engine.linearization import linearization_errors
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import tangent_kernel
-from workers.engine.weight_change import weight_change
+from engine.curvature.hessian import hessian_grad_ratio, model_hessian
+from engine.diagnostics.linearization import linearization_errors, weight_change
+from engine.kernels.ntk import gradient_norms, tangent_kernel
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
 
 MODELS = {
     "mlp-swish-head": (dict(hidden=[7, 5], activation="tanh", output_dim=2, output_activation="swish"), (3,)),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from api_schemas.spec import InfiniteWidthDiagnostics
-from workers.engine import gauss_hermite
-from workers.engine.run_warnings import quadrature_above_tolerance
+from engine.diagnostics.run_warnings import quadrature_above_tolerance
+from engine.limits import gauss_hermite
 
 
 def _saturating_layer(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:

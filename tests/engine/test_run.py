@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
-from workers.engine.activations import apply_head
-from workers.engine.artifacts import load_weights
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
-from workers.engine.run import run
+from engine.artifacts import load_weights
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network
+from engine.run import run
+from engine.training.data import load_data
 
 SUMMARY = [
     "final_loss",

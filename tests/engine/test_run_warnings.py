@@ -1,4 +1,4 @@
-"""The warnings of a run (workers/engine/run_warnings.py): each raised by a small spec that earns it, and
+"""The warnings of a run (engine/diagnostics/run_warnings.py): each raised by a small spec that earns it, and
 the numbers they rest on checked against independent references (dense Jacobians in float64,
 closed forms, a scalar minimisation)."""
 
@@ -13,21 +13,20 @@ from scipy.optimize import minimize_scalar
 from torch.func import functional_call, jacrev
 
 from api_schemas.spec import HessianDiagnostics, JobSpec, ModelSpec
-from service.grid import expand_grid
-from service.presets import PRESETS
-from workers.engine.activations import apply_head
-from workers.engine.hessian import HessianReport
-from workers.engine.kernel_trace import kernel_trace_by_parameter
-from workers.engine.nets import build_network, trainable_parameters
-from workers.engine.ntk import tangent_kernel
-from workers.engine.run import run
-from workers.engine.run_warnings import (
+from engine.curvature.hessian import HessianReport
+from engine.diagnostics.run_warnings import (
     SWISH_MIN,
     head_cannot_reach_targets,
     head_curvature_at_zero,
     hessian_not_converged,
     kernel_dominated_by_group,
 )
+from engine.kernels.ntk import kernel_trace_by_parameter, tangent_kernel
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network, trainable_parameters
+from engine.run import run
+from service.grid import expand_grid
+from service.presets import PRESETS
 
 
 def job(model=None, data=None, training=None, diagnostics=None) -> JobSpec:

@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from api_schemas.spec import ModelSpec
-from workers.engine.activations import apply_head
-from workers.engine.nets import build_network
-from workers.engine.sensitivity import layer_sensitivity
+from engine.diagnostics.sensitivity import layer_sensitivity
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network
 
 
 def direct_sensitivity(net, x, of):

@@ -11,11 +11,10 @@ import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 
 from api_schemas.spec import JobSpec, ModelSpec
-from workers.engine.head_kernel import outputs_kernel
-from workers.engine.linearization import linearization_errors
-from workers.engine.nets import Network, build_network, trainable_parameters
-from workers.engine.ntk import tangent_kernel
-from workers.engine.run import run
+from engine.diagnostics.linearization import linearization_errors
+from engine.kernels.ntk import outputs_kernel, tangent_kernel
+from engine.nets.network import Network, build_network, trainable_parameters
+from engine.run import run
 
 NETS = [
     (dict(hidden=[16, 12], activation="tanh", output_dim=3), (5,)),

@@ -20,9 +20,9 @@ from api_schemas.series import SERIES
 from api_schemas.spec import JobSpec
 from api_schemas.summary import JobSummary
 from bench.bench_job_phases import JOBS
+from engine.run import run
 from service.grid import expand_grid
 from service.presets import PRESETS
-from workers.engine.run import run
 
 pytestmark = pytest.mark.slow
 

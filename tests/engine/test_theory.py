@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
-from workers.engine.run import run
+from engine.run import run
 
 pytestmark = pytest.mark.slow
 

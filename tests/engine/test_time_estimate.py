@@ -1,6 +1,6 @@
-"""The estimate's seconds (api_schemas/estimate.py): FLOPs / R + dispatched operations × t_op.
+"""The estimate's seconds (planner/estimate.py): FLOPs / R + dispatched operations × t_op.
 
-The operation count D of one forward pass (api_schemas/forward_profile.py) is checked against the
+The operation count D of one forward pass (planner/forward_profile.py) is checked against the
 aten operations a TorchDispatchMode counts on the built network; the seconds against the engine's
 wall time on a cheap subset of bench/bench_time_estimate.py's odd specs (one deep, one wide), each
 run in a fresh interpreter, within 5× either way at the default rates.
@@ -11,13 +11,13 @@ from __future__ import annotations
 import pytest
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from api_schemas.estimate import FLOPS_PER_S, SECONDS_PER_OP, TimeRates, estimate_job
-from api_schemas.forward_profile import forward_profile
 from api_schemas.spec import JobSpec
 from bench.bench_time_estimate import ODD_SPECS, deep_graph, measured_seconds, prepared
 from config.settings import Settings
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
+from engine.nets.network import build_network
+from engine.training.data import load_data
+from planner.estimate import FLOPS_PER_S, SECONDS_PER_OP, TimeRates, estimate_job
+from planner.forward_profile import forward_profile
 
 
 class Dispatches(TorchDispatchMode):

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from api_schemas.spec import JobSpec
-from workers.engine.callbacks import Progress
-from workers.engine.run import run
-from workers.engine.timings import PhaseClock
+from engine.callbacks import Progress
+from engine.run import run
+from engine.timings import PhaseClock
 
 PHASES = {"data", "build", "kernel", "hessian", "sensitivity", "training", "linearization", "storage"}
 

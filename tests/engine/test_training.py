@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from api_schemas.spec import JobSpec
-from workers.engine.activations import apply_head
-from workers.engine.callbacks import JobCancelled, NullCallbacks
-from workers.engine.data import load_data
-from workers.engine.nets import build_network
-from workers.engine.ntk import kernel_spectrum, tangent_kernel
-from workers.engine.training import auto_lr, loss_function, train
+from engine.callbacks import JobCancelled, NullCallbacks
+from engine.kernels.ntk import kernel_spectrum, tangent_kernel
+from engine.nets.activations import apply_head
+from engine.nets.network import build_network
+from engine.training.data import load_data
+from engine.training.loop import auto_lr, loss_function, train
 
 
 def setup(optimizer="gd", lr=0.5, **training):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from api_schemas.spec import JobSpec
-from workers.engine.hessian_ratio import hessian_grad_ratio
-from workers.engine.run import run
-from workers.engine.training import auto_lr
+from engine.curvature.hessian import hessian_grad_ratio
+from engine.run import run
+from engine.training.loop import auto_lr
 
 ZERO_INPUTS = {"kind": "inline", "x": [[0.0, 0.0]] * 4, "y": [1.0, 0.0, 1.0, 0.0]}
 

@@ -3,7 +3,7 @@ on PostgreSQL + Redis.
 
 Each job below is sized so that one phase alone runs well past 5 s on a loaded 2-core machine. The test
 waits until the job reports that phase (progress.phase), lets it run SETTLE_S more, cancels through the
-API and times the job to `cancelled`. Where the phase reaches a checkpoint (workers/engine/callbacks.py:
+API and times the job to `cancelled`. Where the phase reaches a checkpoint (engine/callbacks.py:
 a training step, a block of kernel columns, a batch of Hessian-vector products, a layer of the limit
 kernel, a node of an ONNX conversion) the engine stops and the worker's pool process serves on. A job
 stuck in one native call (eigvalsh of a 4096 × 4096 kernel) reaches none: job_cancel_grace_s after its

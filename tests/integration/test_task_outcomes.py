@@ -9,10 +9,10 @@ import torch
 from sqlalchemy import select
 
 from config.settings import Settings
+from engine.result import Series
 from store.db import make_engine, make_session_factory
 from store.job_store import JobStore
 from store.models import Artifact, Job, MetricChunk
-from workers.engine.result import Series
 from workers.heartbeat import SeriesBuffer
 from workers.tasks import describe_failure, execute, final_rows
 

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from api_schemas.spec import ModelSpec
+from engine.nets.network import build_network
 from ntklab import errors
 from ntklab.client import Client
-from workers.engine.nets import build_network
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

@@ -50,7 +50,7 @@ from api_schemas.spec import JobSpec
 from config.settings import Settings
 import service.app
 import service.caps
-from api_schemas.estimate import estimate_job
+from planner.estimate import estimate_job
 from service.problems import ProblemError
 
 specs, refused = json.loads(sys.argv[1]), json.loads(sys.argv[2])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from api_schemas.estimate import FLOPS_PER_S, SECONDS_PER_OP
 from api_schemas.problems import RESOURCE_CAP
+from planner.estimate import FLOPS_PER_S, SECONDS_PER_OP
 from store.models import Job
 from tests.upload_files import mlp_onnx
 

@@ -4,7 +4,7 @@ largest term, accepted jobs carry `estimate`, and graphs and ONNX models are cov
 The five hostile specs are those of issue #10, each accepted (202) before the estimate and then
 left to allocate on a worker: 74.5 GiB of float64 data, a 2·10⁶-wide layer over 10⁵ points,
 a 60 000-channel convolution, a 500-vector Lanczos basis of 2.2 M weights, 64 layers of 880.
-Expected terms are worked out in each comment from the formulas of api_schemas/estimate.py.
+Expected terms are worked out in each comment from the formulas of planner/estimate.py.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_a_hostile_spec_is_refused_naming_the_largest_term(client, settings, nam
 
 def test_the_infinite_width_maps_of_a_pooled_conv_net_are_refused(client, settings):
     # [64, 64, 1024, 1024] float64 moments of 32×32 images: 34.4 GB each, 12 alive in an activation's map
-    # (api_schemas/limit_cost.py): 8 · 64² · 12 · 1024² bytes = 384 GiB
+    # (planner/limit_cost.py): 8 · 64² · 12 · 1024² bytes = 384 GiB
     spec = {
         "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 3 * 32 * 32, "probe": {"n": 64}},
         "model": {"kind": "cnn", "hidden": [16, 16], "input_shape": [3, 32, 32], "readout": "global_avg"},

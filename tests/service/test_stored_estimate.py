@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from api_schemas.estimate import estimate_job
 from api_schemas.spec import JobSpec
+from planner.estimate import estimate_job
 from service.caps import time_rates
 from store.job_estimates import estimate_document, stored_estimate
 from store.models import Job

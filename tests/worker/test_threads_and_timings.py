@@ -47,7 +47,7 @@ def test_the_worker_runs_torch_on_the_threads_it_was_given_and_times_storing(liv
 
 @pytest.mark.parametrize("live_stack", ["sqlite+filesystem"], indirect=True)
 def test_the_worker_runs_a_tiny_job_at_start_before_it_says_it_is_ready(live_stack: LiveStack):
-    """The warm-up (workers/engine/warm_up.py) ran in the pool process and succeeded: the ready line says so."""
+    """The warm-up (engine/run.py) ran in the pool process and succeeded: the ready line says so."""
     ready = re.search(
         r"worker process ready: engine imported and (.*?), device cpu", (live_stack.logs / "worker0.log").read_text()
     )

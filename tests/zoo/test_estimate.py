@@ -9,12 +9,12 @@ forward_flops, and whatever else the check counts). The job is a float64 job on 
 whose points are all probe points, its spec filled in as service/uploads.resolve_uploads fills it
 (model.stored: the parameters and every count the upload check made, as the model's row keeps them;
 data.stored), with the diagnostics that make the tangent kernel its largest part (the kernel at w₀,
-saved; no Hessian, no layer sensitivity). The estimate is api_schemas/estimate.estimate_job(spec).memory_bytes.
+saved; no Hessian, no layer sensitivity). The estimate is planner/estimate.estimate_job(spec).memory_bytes.
 
 The peak is measured as tests/engine/test_estimate_peaks.py measures a job: a fresh interpreter that
-imports torch and the engine, builds the job's data and network as the worker does (workers.engine.data
+imports torch and the engine, builds the job's data and network as the worker does (engine.training.data
 and the ONNX converter, on the uploads provided as the worker provides them), resets its peak resident
-size (/proc/self/clear_refs), runs the job's kernel phase (workers.engine.run.start_path: the method
+size (/proc/self/clear_refs), runs the job's kernel phase (engine.run.start_path: the method
 `auto` resolves to on the probe set, then the kernel) and reports how far the peak rose over its size
 before. Only the kernel phase runs: the whole job at these sizes takes minutes (its kernel trace by
 parameter, run_warnings, is a Python loop of one forward and O backward passes per point). The
@@ -50,10 +50,10 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.estimate import estimate_job
 from api_schemas.spec import JobSpec, StoredModel
 from config.settings import Settings
 from ntklab.onnx_export import export_module
+from planner.estimate import estimate_job
 from service.onnx_upload import check_onnx
 from tests.zoo.architectures import ARCHITECTURES, OUT, VOCAB
 
@@ -82,12 +82,12 @@ import json, sys
 import numpy as np
 import torch
 from api_schemas.spec import JobSpec, StoredModel
-from workers.engine.data import load_data
-from workers.engine.callbacks import NullCallbacks
-from workers.engine.meter import Meter
-from workers.engine.nets import build_network
-from workers.engine.run import start_path
-from workers.engine.uploads import Uploads, provided
+from engine.training.data import load_data
+from engine.callbacks import NullCallbacks
+from engine.meter import Meter
+from engine.nets.network import build_network
+from engine.run import start_path
+from engine.uploads import Uploads, provided
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

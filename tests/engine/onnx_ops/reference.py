@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from api_schemas.spec import ModelSpec
-from workers.engine.onnx_model import OnnxNetwork, build_onnx_network
+from engine.nets.onnx_model import OnnxNetwork, build_onnx_network
 
 MODEL_ID = "mdl_" + "0" * 32
 ELEMENT_TYPES = {

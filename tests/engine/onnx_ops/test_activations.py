@@ -8,6 +8,8 @@ import pytest
 import torch
 from onnx import helper
 
+from engine.nets.onnx_ops.activations import ACTIVATIONS
+from engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,
@@ -17,8 +19,6 @@ from tests.engine.onnx_ops.reference import (
     graph_model,
     single_node,
 )
-from workers.engine.onnx_ops.activations import ACTIVATIONS
-from workers.engine.onnx_ops.registry import OnnxConversionError
 
 SHAPES = [(3, 4), (2, 3, 4), (2, 3, 2, 2)]
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,
@@ -15,7 +16,6 @@ from tests.engine.onnx_ops.reference import (
     converted,
     single_node,
 )
-from workers.engine.onnx_ops.registry import OnnxConversionError
 
 # (x's shape, a second operand's shape broadcasting against it; never expanding the batch axis)
 SHAPES = [((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((3, 1, 4), (2, 1)), ((2, 3), (1, 3)), ((4,), (1,))]

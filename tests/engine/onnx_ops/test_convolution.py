@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_gradient_matches_finite_differences,
     assert_matches_reference,
@@ -17,7 +18,6 @@ from tests.engine.onnx_ops.reference import (
     reference,
     single_node,
 )
-from workers.engine.onnx_ops.registry import OnnxConversionError
 
 SIZES = {1: (9,), 2: (6, 7), 3: (5, 4, 5)}
 

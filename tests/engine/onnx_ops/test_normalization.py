@@ -8,6 +8,7 @@ import pytest
 import torch
 from onnx import TensorProto
 
+from engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_gradient_matches_finite_differences,
     assert_matches_reference,
@@ -15,7 +16,6 @@ from tests.engine.onnx_ops.reference import (
     converted,
     single_node,
 )
-from workers.engine.onnx_ops.registry import OnnxConversionError
 
 
 def dyadic_epsilon(rng) -> float:

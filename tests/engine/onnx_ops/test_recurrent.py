@@ -14,6 +14,7 @@ import torch
 from onnx import helper
 from torch import nn
 
+from engine.nets.onnx_ops.registry import OnnxConversionError, table
 from ntklab.onnx_export import export_module
 from tests.engine.onnx_ops.reference import (
     assert_gradient_matches_finite_differences,
@@ -23,7 +24,6 @@ from tests.engine.onnx_ops.reference import (
     graph_model,
     single_node,
 )
-from workers.engine.onnx_ops.registry import OnnxConversionError, table
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 OUTPUTS = {"LSTM": ("y", "y_h", "y_c"), "GRU": ("y", "y_h"), "RNN": ("y", "y_h")}

@@ -9,6 +9,7 @@ import pytest
 import torch
 from onnx.reference import ReferenceEvaluator
 
+from engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,
@@ -17,7 +18,6 @@ from tests.engine.onnx_ops.reference import (
     converted,
     single_node,
 )
-from workers.engine.onnx_ops.registry import OnnxConversionError
 
 REDUCTIONS = ["ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceProd", "ReduceSum", "ReduceMean"]
 AXES = [[1], [-1], [1, 2], [2, -2], [0], None]

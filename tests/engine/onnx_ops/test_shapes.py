@@ -7,6 +7,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_gradient_matches_finite_differences,
     assert_matches_reference,
@@ -15,7 +16,6 @@ from tests.engine.onnx_ops.reference import (
     graph_model,
     single_node,
 )
-from workers.engine.onnx_ops.registry import OnnxConversionError
 
 
 def generator(seed: int) -> np.random.Generator:

@@ -1,0 +1,1 @@
+"""Curvature: the model Hessian (batched Hessian-vector products, Lanczos), the loss Hessian's operators and split, spectral estimators."""

@@ -1,0 +1,168 @@
+"""What the infinite-width kernels cost (engine/limits/infinite_width.py), from the layer plan alone.
+
+    limit_cost(spec) -> LimitCost        per pair of probe points: live entries, FLOPs; per point: FLOPs
+
+The engine carries, for every pair (i, j) of the n probe points, float64 matrices [P, P] over the P
+positions of a representation (P = 1 for vectors, T tokens, H·W pixels): K and Θ [n, n, P, P]
+(engine/limits/limit_maps.py). Each layer map holds its input's K and Θ, its output's, and (the
+maps not run block by block) a few same-sized temporaries; counted from the code, with P_in and P
+the positions it reads and writes (Q = P², and likewise Q_in):
+
+    map             live entries per pair                     FLOPs per pair
+    input           2·Q  (K, Θ = 0)                           2·C·Q            (K = values·valuesᵀ/C)
+    dense           2·Q_in + 3·Q  (K + b, ρK + b + Θ)          4·Q
+    conv k×k        2·Q_in + 2·Q  (K, Θ and K', Θ'; the        8·k·Q_in + 4·Q   (per tensor, k row then k column
+                    window sums run block by block of pairs,                    offsets, a multiply-add each over
+                    engine/limits/diagonal_windows.py)                        ≤ Q_in entries; then K', Θ')
+    activation      12·Q: K, Θ, ρ, Horner's running sum of σ   closed form (relu, erf, identity, quadratic):
+                    and σ' [·, 2] with its two products and    30·Q; else Mehler's series of at most
+                    their sum (gauss_hermite.series), and the  MEHLER_TERMS terms: (4·MEHLER_TERMS + 20)·Q
+                    masks; the closed forms hold only 4·Q (K, Θ
+                    and E, E'·Θ: block by block of pairs) and
+                    are counted at 12·Q, a bound
+    pool L [P', P]  2·Q_in + 2·P'·P_in + 2·Q                   4·(P'·P_in² + P'²·P_in)
+    residual        its branch's + 2·Q_in + 2·Q (skip, sum)    its branch's + 6·Q
+
+and per probe point, for an activation without a closed form, the Hermite coefficients of σ and σ'
+by every rule up to the largest: P · Σ_N 2·N² (a [2, P, N] × [N, N/2] product per rule N of
+RULES). The estimate takes the largest map's live entries (the maps run one after the other) and
+the sum of their FLOPs (the blocked maps' bounded temporaries, engine/limits/limit_maps.BLOCK_ENTRIES
+entries each, are not per pair and not counted). Not counted: the two-dimensional polar rule for the pairs Mehler's series
+cannot bound (near ρ = ±1 at a large variance; chunked, so bounded memory), which is a small
+fraction of the pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, GlobalAvgPool, Residual
+from api_schemas.graph_plan import PlannedLayer, conv_output_size
+from api_schemas.spec import JobSpec, input_dim
+from planner.architecture import graph_input_shape, plan_model_graph, plan_network
+
+CLOSED_FORMS = frozenset({"relu", "erf", "identity", "quadratic"})
+RULES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+"""engine/limits/gauss_hermite.ORDERS (a test keeps them equal): the Gauss–Hermite rules tried."""
+ACTIVATION_TENSORS = 12
+"""[n, n, P, P] tensors alive at once in an activation's map (module docstring; a bound for the closed forms)."""
+MEHLER_TERMS = RULES[-1] // 4
+"""The most terms of Mehler's series the largest rule keeps: an upper bound on the series' length."""
+
+
+@dataclass(frozen=True)
+class LimitCost:
+    """live: the largest map's float64 entries per pair of points; pair_flops, point_flops: the FLOPs per
+    pair and per point, summed over the maps (module docstring)."""
+
+    live: int = 0
+    pair_flops: float = 0.0
+    point_flops: float = 0.0
+
+    def then(self, other: LimitCost) -> LimitCost:
+        """Two maps one after the other: the larger working set, the work added."""
+        return LimitCost(
+            max(self.live, other.live), self.pair_flops + other.pair_flops, self.point_flops + other.point_flops
+        )
+
+
+def limit_cost(spec: JobSpec) -> LimitCost:
+    """The cost of Θ∞ and Σ∞ of the spec's network (mlp, cnn, resnet or graph), the readout last;
+    ValueError if it cannot be planned."""
+    input_shape = spec.image_shape() or (input_dim(spec.data),)
+    hidden = _graph(spec, input_shape) if spec.model.kind == "graph" else _network(spec, input_shape)
+    return hidden.then(_dense(1, 1))
+
+
+def _graph(spec: JobSpec, input_shape: tuple[int, ...]) -> LimitCost:
+    shape = graph_input_shape(spec.model, input_shape)
+    cost = _input(_channels(shape), _positions(shape))
+    for planned in plan_model_graph(spec.model, input_shape).layers:
+        cost = cost.then(_graph_layer(planned))
+    return cost
+
+
+def _network(spec: JobSpec, input_shape: tuple[int, ...]) -> LimitCost:
+    """mlp, cnn, resnet: weight layer and σ per hidden layer (a residual block around both), then the pooling."""
+    plan = plan_network(spec.model, input_shape)
+    image = plan.image_shape
+    grid = None if image is None else image[1:]
+    cost = _input(math.prod(input_shape) if image is None else image[0], 1 if grid is None else math.prod(grid))
+    for layer in plan.hidden:
+        if layer.kernel_size:
+            out = tuple(conv_output_size(size, layer.kernel_size, layer.stride, layer.padding) for size in grid)
+            weight, grid = _conv(grid, out, layer.kernel_size), out
+        else:
+            weight = _dense(1, 1)
+        positions = 1 if grid is None else math.prod(grid)
+        stage = weight.then(_activation(layer.activation, positions))
+        cost = cost.then(_residual(stage, positions, positions) if layer.residual else stage)
+    if grid is not None and plan.pool == "global_avg":
+        cost = cost.then(_pool(math.prod(grid), 1))
+    return cost
+
+
+def _positions(shape: tuple[int, ...]) -> int:
+    """P of a representation: 1 for a vector [d], T for tokens [T, d], H·W for an image [C, H, W]."""
+    return {1: 1, 2: shape[0]}.get(len(shape), math.prod(shape[1:]))
+
+
+def _input(channels: int, positions: int) -> LimitCost:
+    return LimitCost(2 * positions**2, 2 * channels * positions**2)
+
+
+def _channels(shape: tuple[int, ...]) -> int:
+    """C of a representation: d of a vector [d] or tokens [T, d], C of an image [C, H, W]."""
+    return shape[-1] if len(shape) < 3 else shape[0]
+
+
+def _dense(positions_in: int, positions: int) -> LimitCost:
+    return LimitCost(2 * positions_in**2 + 3 * positions**2, 4 * positions**2)
+
+
+def _conv(grid: tuple[int, int], out: tuple[int, int], k: int) -> LimitCost:
+    q_in, q = math.prod(grid) ** 2, math.prod(out) ** 2
+    return LimitCost(2 * q_in + 2 * q, 8 * k * q_in + 4 * q)
+
+
+def _activation(name: str, positions: int) -> LimitCost:
+    q = positions**2
+    if name in CLOSED_FORMS:
+        return LimitCost(ACTIVATION_TENSORS * q, 30 * q)
+    return LimitCost(
+        ACTIVATION_TENSORS * q, (4 * MEHLER_TERMS + 20) * q, positions * sum(2 * rule * rule for rule in RULES)
+    )
+
+
+def _pool(positions_in: int, positions: int) -> LimitCost:
+    return LimitCost(
+        2 * positions_in**2 + 2 * positions * positions_in + 2 * positions**2,
+        4 * (positions * positions_in**2 + positions**2 * positions_in),
+    )
+
+
+def _residual(branch: LimitCost, positions_in: int, positions: int) -> LimitCost:
+    return LimitCost(
+        branch.live + 2 * positions_in**2 + 2 * positions**2, branch.pair_flops + 6 * positions**2, branch.point_flops
+    )
+
+
+def _graph_layer(planned: PlannedLayer) -> LimitCost:
+    layer, p_in, p_out = planned.layer, _positions(planned.in_shape), _positions(planned.out_shape)
+    if isinstance(layer, Dense):
+        return _dense(p_in, p_out)
+    if isinstance(layer, Conv2d):
+        return _conv(planned.in_shape[1:], planned.out_shape[1:], layer.kernel_size)
+    if isinstance(layer, (AvgPool, GlobalAvgPool)):
+        return _pool(p_in, p_out)
+    if isinstance(layer, ActivationLayer):
+        return _activation(layer.name, p_in)
+    if isinstance(layer, Residual):
+        branch = LimitCost()
+        for inner in planned.branch:
+            branch = branch.then(_graph_layer(inner))
+        if planned.projection_stride is not None:
+            branch = branch.then(_dense(p_in, p_out))
+        return _residual(branch, p_in, p_out)
+    return LimitCost()  # flatten: positions become features, nothing computed

@@ -1,5 +1,0 @@
-"""The ONNX operators the converter (workers/engine/onnx_model.py) implements, one module per family.
-
-registry.py holds the table (op type → builder and accepted attributes); the family modules
-register into it when `registry.table()` first imports them.
-"""

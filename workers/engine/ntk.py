@@ -20,8 +20,10 @@ structured  Any network. One forward and O backward passes give each covered lay
             into the vocabulary rows used) or by the position sum, whichever takes fewer FLOPs
             (the position sum's memory-bound einsums weighted ×8), each in chunks within
             MEMORY_BUDGET_BYTES (kernel_rules.py has the FLOP counts).
-            Every other trainable parameter (LayerNorm's affine, a plain nn.Linear, a class
-            token) is a fallback parameter: K += J_fb J_fbᵀ from per-sample gradients of f with
+            a parameter read directly by one call (layer_capture.py): a LayerNorm / RMSNorm affine γ, β
+            (z = γ ⊙ x̂ + β), an additive table P (positions, h + P) or an expanded class token, from the
+            cotangents g of that call's output z: J_i = Σ_broadcast g_i ⊙ d_i (d = x̂ for γ, else 1), K += J Jᵀ.
+            Every other trainable parameter (a plain nn.Linear, a sliced table) is a fallback parameter: K += J_fb J_fbᵀ from per-sample gradients of f with
             respect to those parameters only, in chunks of points sized to the budget
             (per_sample.py). Never forms the n×p Jacobian of the covered parameters.
 jacobian    vmap(jacrev) of a functional_call per point, then Σ_params J Jᵀ; memory n·O·p.
@@ -60,7 +62,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from workers.engine import kernel_cost
 from workers.engine.activations import apply_head, head_of
 from workers.engine.callbacks import Checkpoint, no_checkpoint
-from workers.engine.kernel_rules import add_layer_kernel
+from workers.engine.kernel_rules import add_direct_kernel, add_layer_kernel
 from workers.engine.layer_capture import capture, fallback_names, rule_parameters
 from workers.engine.nets import trainable_parameters
 from workers.engine.per_sample import per_sample_kernel, saved_bytes_per_point
@@ -132,11 +134,12 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     y = captured.y
     n, O = y.shape
     calls = [(layer, k) for layer, record in captured.layers.items() for k in range(len(record.outputs))]
-    cotangents: list[list[Tensor]] = [[] for _ in calls]
-    for a in range(O if calls else 0):
+    targets = [captured.layers[layer].outputs[k] for layer, k in calls] + [use.output for use in captured.direct]
+    cotangents: list[list[Tensor]] = [[] for _ in targets]
+    for a in range(O if targets else 0):
         grads = torch.autograd.grad(
             y[:, a].sum(),
-            [captured.layers[layer].outputs[k] for layer, k in calls],
+            targets,
             retain_graph=a < O - 1,
             allow_unused=True,
             materialize_grads=True,
@@ -155,9 +158,12 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
             )
             checkpoint()
         start = stop
+    for use, store in zip(captured.direct, cotangents[start:]):
+        add_direct_kernel(K, torch.stack(store, dim=1), use.parts)
+        checkpoint()
     mirror(K, O)
     fallback = captured.fallback
-    del captured, y, cotangents
+    del captured, y, cotangents, targets
     if fallback:
         K += per_sample_kernel(net, x, outputs, fallback, budget=budget, checkpoint=checkpoint)
     return K

@@ -6,7 +6,8 @@ summed over the trainable parameters (no division by O). `of="outputs"` differen
 φ(f) (the head included), `of="logits"` the pre-head f. K is a sum over parameter
 tensors, K = Σ_w J_w J_wᵀ, so each tensor may be handled by a different rule.
 
-structured  Any network. One forward and O backward passes give each covered layer's inputs
+structured  Any network. One forward and O backward passes (batched over the outputs: autograd.grad with
+            is_grads_batched, as many outputs a pass as the budget allows) give each covered layer's inputs
             A and output cotangents G = ∂f_a/∂z (z = the layer output, multiplier included);
             a weight or bias of a ScaledLinear, ScaledConv2d or ScaledEmbedding is covered
             (layer_capture.py says exactly when), at T positions per point over all its calls:
@@ -43,7 +44,7 @@ auto        With the probe points, the cost model of kernel_cost.py: with F the 
             parameter is covered, else jacobian.
 
 Every method calls `checkpoint()` (workers.engine.callbacks.Checkpoint) between its units of work:
-structured after each backward pass, each layer's rule, each chunk of a rule (kernel_rules.py) and each
+structured after each batched backward pass, each layer's rule, each chunk of a rule (kernel_rules.py) and each
 chunk of per-sample gradients (per_sample.py);
 jacobian after the Jacobian and each parameter tensor's J Jᵀ; ntk_vp after each block of columns, a
 block holding at most CHECKPOINT_FLOPS of work.
@@ -136,30 +137,35 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     calls = [(layer, k) for layer, record in captured.layers.items() for k in range(len(record.outputs))]
     targets = [captured.layers[layer].outputs[k] for layer, k in calls] + [use.output for use in captured.direct]
     cotangents: list[list[Tensor]] = [[] for _ in targets]
-    for a in range(O if targets else 0):
+    chunk = _outputs_per_backward(targets, O, budget)
+    for start in range(0, O if targets else 0, chunk):
+        stop = min(O, start + chunk)
+        units = torch.eye(O, dtype=y.dtype, device=y.device)[start:stop, None, :].expand(stop - start, n, O)
         grads = torch.autograd.grad(
-            y[:, a].sum(),
+            y,
             targets,
-            retain_graph=a < O - 1,
+            grad_outputs=units,
+            retain_graph=stop < O,
+            is_grads_batched=True,
             allow_unused=True,
             materialize_grads=True,
         )
-        for store, g in zip(cotangents, grads):
-            store.append(g.detach())
+        for store, g, z in zip(cotangents, grads, targets):  # an unused z's zeros come without the outputs' axis
+            store.append((g if g.dim() > z.dim() else g.expand(stop - start, *g.shape)).detach())
         checkpoint()
     K = torch.zeros(n * O, n * O, dtype=y.dtype, device=y.device)
     start = 0
     for layer, record in captured.layers.items():
         stop = start + len(record.outputs)
         if stop > start:
-            G = [torch.stack(store, dim=1) for store in cotangents[start:stop]]
+            G = [_per_point(store) for store in cotangents[start:stop]]
             add_layer_kernel(
                 K, layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget, checkpoint=checkpoint
             )
             checkpoint()
         start = stop
     for use, store in zip(captured.direct, cotangents[start:]):
-        add_direct_kernel(K, torch.stack(store, dim=1), use.parts)
+        add_direct_kernel(K, _per_point(store), use.parts)
         checkpoint()
     mirror(K, O)
     fallback = captured.fallback
@@ -167,6 +173,19 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     if fallback:
         K += per_sample_kernel(net, x, outputs, fallback, budget=budget, checkpoint=checkpoint)
     return K
+
+
+def _outputs_per_backward(targets: list[Tensor], O: int, budget: int) -> int:
+    """Outputs whose backward passes run as one batched pass (autograd.grad with is_grads_batched): as many as
+    keep twice their cotangents of the recorded outputs z (the pass's transient gradients are of that order)
+    within the budget; at least one, at most O."""
+    per_output = 2 * sum(z.numel() * z.element_size() for z in targets)
+    return max(1, min(O, budget // max(per_output, 1)))
+
+
+def _per_point(store: list[Tensor]) -> Tensor:
+    """The cotangents of one z by chunks of outputs, [o, n, …] each, as [n, O, …] (contiguous)."""
+    return torch.cat(store).movedim(0, 1).contiguous()
 
 
 # --------------------------------------------------------------------------- jacobian

@@ -37,9 +37,9 @@ uploaded before they were counted.
                 dispatches about twice a forward's (tests/engine/test_time_estimate.py).
     tensors     the trainable parameter tensors (a weight, and its bias): the optimiser's per-tensor steps
 
-The layers with a structured kernel rule become kernel_cost_model.LayerShape rows; a graph's
-layer-norm affine weights, and every weight of an ONNX model (an upper bound), are costed as
-fallback parameters.
+The layers with a structured kernel rule become kernel_cost_model.LayerShape rows (a graph's
+layer-norm affine γ, β a "norm" row); every weight of an ONNX model (an upper bound) is costed as a
+fallback parameter.
 """
 
 from __future__ import annotations
@@ -193,7 +193,9 @@ def _graph_layer(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool
     elif isinstance(layer, LayerNorm):
         prof.parameters += planned.parameters
         prof.trainable += planned.parameters
-        prof.fallback += planned.parameters
+        if planned.parameters:  # γ and β [C], read directly by F.layer_norm at the other axes' positions
+            features = planned.parameters // 2
+            prof.layers.append(LayerShape("norm", math.prod(out) // features, 1, features, True, True))
         prof.add_activations(math.prod(out), 2)
         prof.add_ops(OTHER_LAYER_OPS, tensors=2 * (planned.parameters > 0))
         return

@@ -37,6 +37,10 @@ fan-in, out the width, U distinct tokens:
                    position sum 2·n²·T²·in + 2·n²·O²·T²·out + 2·n²·O²·T²
     embedding      per-sample n·O·T·w + γ·2·(nO)²·U·w;  position sum (nT)² + 2n²O²T²·w + 2n²O²T²
     bias           n·O·T·out + γ·2(nO)²·out
+    norm           2·n·O·T·out + γ·2(nO)²·out          (a parameter read directly, kind "norm": a normalisation's
+                                                          scale γ [out] on x̂ at T positions; its shift β, an additive
+                                                          table or a class token, T·out = the call's output per point,
+                                                          costed as a bias)
 
 γ = block_fraction(n·O) = (1 + 1/k)/2: every Gram X Xᵀ of [n·O, width] rows (the dense rule's GGᵀ,
 a per-sample J Jᵀ, a bias, the jacobian method's Σ J Jᵀ) is multiplied only on its k(k+1)/2 blocks
@@ -75,7 +79,8 @@ def block_fraction(rows: int, O: int = 1) -> float:
 
 @dataclass(frozen=True)
 class LayerShape:
-    """A covered layer as the rules see it: kind dense | shared | embedding, T positions per point."""
+    """A covered layer as the rules see it: kind dense | shared | embedding | norm, T positions per point
+    (norm: a parameter read directly, weight = a scale γ on x̂, bias = a shift or additive table; fan_in 1)."""
 
     kind: str
     T: int
@@ -196,11 +201,18 @@ def bias_flops(n: int, O: int, T: int, out: int) -> float:
     return n * O * T * out + gram_flops(n, O, out)
 
 
+def norm_scale_flops(n: int, O: int, T: int, out: int) -> float:
+    """FLOPs of a scale γ [out] on x̂ at T positions: J = Σ_t g ⊙ x̂ (a product and a sum), then its Gram."""
+    return 2 * n * O * T * out + gram_flops(n, O, out)
+
+
 def rule_flops(kind: str, n: int, O: int, T: int, fan_in: int, out: int, itemsize: int, budget: int) -> float:
     """FLOPs of the weight rule the layer would use, a position sum's weighted by POSITION_SUM_SLOWDOWN
     (kind: dense | shared | embedding; embedding: fan_in = U)."""
     if kind == "dense":
         return dense_flops(n, O, fan_in, out)
+    if kind == "norm":
+        return norm_scale_flops(n, O, T, out)
     flops = shared_weight_flops(n, O, T, fan_in, out) if kind == "shared" else embedding_flops(n, O, T, fan_in, out)
     return flops[0] if use_per_sample(*flops, n * O * fan_in * itemsize, budget) else POSITION_SUM_SLOWDOWN * flops[1]
 

@@ -12,13 +12,14 @@ backward that are not parameters.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from engine.kernels.layer_capture import capture
+from engine.kernels.layer_capture import DirectUse, capture
 from engine.kernels.per_sample import SavedBytes
 from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from planner.kernel_cost_model import (  # noqa: F401  (the cost model, used through this module by ntk.py)
@@ -75,8 +76,18 @@ def profile(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> P
         layers=tuple(
             _layer_shape(layer, calls.inputs, calls.outputs, calls.weight, calls.bias)
             for layer, calls in captured.layers.items()
-        ),
+        )
+        + tuple(_direct_shape(use) for use in captured.direct),
     )
+
+
+def _direct_shape(use: DirectUse) -> LayerShape:
+    """A directly read parameter's call as a "norm" row: width = the parameters' per-point gradient size, T = the
+    output's elements per point over it; weight when a part has a factor (a scale on x̂), bias when one has none."""
+    width = max(math.prod(shape) for _, _, shape in use.parts)
+    T = use.output[0].numel() // width
+    has_factor = [factor is not None for _, factor, _ in use.parts]
+    return LayerShape("norm", T, 1, width, any(has_factor), not all(has_factor))
 
 
 def _layer_shape(layer, inputs, outputs, weight, bias) -> LayerShape:

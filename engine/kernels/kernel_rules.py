@@ -15,6 +15,11 @@ all positions of all calls. Its weight gradient is c·Σ_t g_iat a_itᵀ and its
     cotangent of its C'/γ output channels): the shared-weight sum over each group,
         K_W[r, s] = c² Σ_g Σ_{t,u} (a_igt·a_jgu)(g_iagt·g_jbgu)
     bias:  K_b[r, s] = β² (Σ_t g_iat)·(Σ_u g_jbu)
+    a parameter used directly (layer_capture.DirectUse: a normalisation's affine γ, β; an additive
+    table; an expanded class token), z = its call's output [n, *z], d the factor (x̂ for γ, else 1):
+        J_r = Σ over the axes P is broadcast along of g_ia ⊙ d_i   [n·O, numel P],   K_P = J Jᵀ
+        (γ [C] of x̂ [n, T, C]: J_r = Σ_t g_iatc x̂_itc; a table P [T, C] added to every point: J_r = g_ia;
+        the bias rule with T positions when d = 1), FLOPs 2·n·O·T·C + γ·2(nO)²·C per factor d ≠ 1
 
 A shared weight or an embedding is computed one of two ways, whichever takes fewer FLOPs
 (multiply-add = 2) — with in = fan-in (C·kh·kw for a convolution), out = output width, U =
@@ -112,6 +117,19 @@ def add_layer_kernel(
     if bias:
         add_gram(K, G.sum(dim=2).reshape(n * O, -1), O, alpha=layer.bias_multiplier**2)
     return K
+
+
+def add_direct_kernel(K: Tensor, G: Tensor, parts: list[tuple[str, Tensor | None, tuple[int, ...]]]) -> Tensor:
+    """G [n, O, *z] the cotangents of a direct use's output z; parts (name, factor d [n, *z] or None, per-point
+    shape s): K += J Jᵀ with J [n·O, Σ numel s] the per-point gradients Σ_broadcast g_ia ⊙ d_i, one Gram for all parts
+    (blocks on and above the diagonal); returns K."""
+    n, O = G.shape[:2]
+    columns = []
+    for _, factor, shape in parts:
+        product = G if factor is None else G * factor.unsqueeze(1)
+        target = (n, O, *[1] * (G.dim() - 2 - len(shape)), *shape)
+        columns.append(product.sum_to_size(target).reshape(n * O, -1))
+    return add_gram(K, columns[0] if len(columns) == 1 else torch.cat(columns, dim=1), O)
 
 
 def positions_inputs(layer: nn.Module, inputs: list[Tensor]) -> Tensor:

@@ -14,7 +14,21 @@ is registered in no other module, and in the forward pass on the probe points x 
   place afterwards, falls back; so does every layer if the one-point forward fails.
 
 A layer called several times (weight tying) is covered: its calls are positions of one
-shared weight. Every other trainable parameter is a fallback parameter (per_sample.py).
+shared weight.
+
+A trainable parameter P outside the scaled layers is covered directly when the whole forward pass
+uses it differentiably in exactly one torch call of these (its output z [n, …] batched as above,
+checked by the one-point forward, and not modified in place afterwards):
+
+- the affine scale γ or shift β of F.layer_norm / F.rms_norm (nn.LayerNorm, nn.RMSNorm, the graphs'
+  LayerNorm): z = γ ⊙ x̂ + β, factor d = x̂ (the normalised input, recomputed) for γ, 1 for β;
+- an additive table: h + P or h − P, P broadcast over the points (a positional table [T, C]);
+- P.expand(n, …) (a class token [1, 1, C], concatenated afterwards);
+
+then ∂f_a(x_i)/∂P = Σ over the axes P is broadcast along of g_ia ⊙ d_i, g = ∂f/∂z (a `DirectUse`;
+kernel_rules.add_direct_kernel). Parameters kept in a ParameterDict / ParameterList (an ONNX network's
+initializers) are not covered directly: the service's estimate counts every ONNX weight as a fallback.
+Every other trainable parameter is a fallback parameter (per_sample.py).
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
@@ -42,12 +57,23 @@ class LayerCalls:
 
 
 @dataclass
+class DirectUse:
+    """One torch call reading parameters directly: its output z [n, …] (graph attached) and, per parameter, its name,
+    the factor d [n, *z.shape[1:]] (None for 1) and the per-point shape its gradient Σ_broadcast g_ia ⊙ d_i sums to."""
+
+    output: Tensor
+    parts: list[tuple[str, Tensor | None, tuple[int, ...]]]
+
+
+@dataclass
 class Capture:
-    """y = outputs(net(x)) [n, O] (graph attached); the covered layers' calls; the fallback parameters' names."""
+    """y = outputs(net(x)) [n, O] (graph attached); the covered layers' calls; the fallback parameters' names;
+    the directly covered parameters' calls."""
 
     y: Tensor
     layers: dict[nn.Module, LayerCalls]
     fallback: list[str]
+    direct: list[DirectUse] = field(default_factory=list)
 
 
 def rule_parameters(net: nn.Module) -> dict[nn.Module, LayerCalls]:
@@ -69,11 +95,12 @@ def rule_parameters(net: nn.Module) -> dict[nn.Module, LayerCalls]:
     return layers
 
 
-def fallback_names(net: nn.Module, layers: dict[nn.Module, LayerCalls]) -> list[str]:
+def fallback_names(net: nn.Module, layers: dict[nn.Module, LayerCalls], direct: list[DirectUse] = ()) -> list[str]:
     """Names (as in named_parameters) of the trainable parameters no rule covers, in registration order."""
     ids = {id(layer.weight) for layer, calls in layers.items() if calls.weight}
     ids |= {id(layer.bias) for layer, calls in layers.items() if calls.bias}
-    return [name for name, p in net.named_parameters() if p.requires_grad and id(p) not in ids]
+    names = {name for use in direct for name, _, _ in use.parts}
+    return [name for name, p in net.named_parameters() if p.requires_grad and id(p) not in ids and name not in names]
 
 
 def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> Capture:
@@ -81,7 +108,7 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
     layers = rule_parameters(net)
     owner = {id(layer.weight): layer for layer in layers}
     owner |= {id(layer.bias): layer for layer in layers if getattr(layer, "bias", None) is not None}
-    guard = _ParameterUseGuard(owner)
+    guard = _ParameterUseGuard(owner, _direct_candidates(net, layers))
     n = x.shape[0]
     unbatched: set[nn.Module] = set()
     versions: list[tuple[nn.Module, Tensor, int]] = []
@@ -124,7 +151,89 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
     for module in unbatched:
         layers[module].weight = layers[module].bias = False
     layers = {layer: calls for layer, calls in layers.items() if calls.weight or calls.bias}
-    return Capture(y, layers, fallback_names(net, layers))
+    direct = _direct_uses(net, x, guard.uses, guard.candidates)
+    return Capture(y, layers, fallback_names(net, layers, direct), direct)
+
+
+ADDITIVE = frozenset({torch.add, Tensor.add, Tensor.__add__, Tensor.__radd__, torch.sub, Tensor.sub, Tensor.__sub__})
+NORMALISATIONS = {
+    F.layer_norm: ("input", "normalized_shape", "weight", "bias", "eps"),
+    F.rms_norm: ("input", "normalized_shape", "weight", "eps"),
+}
+
+
+def _direct_candidates(net: nn.Module, layers: dict[nn.Module, LayerCalls]) -> dict[int, str]:
+    """id → name of the trainable parameters no scaled layer covers, except those kept in a ParameterDict or
+    ParameterList (an ONNX network's initializers, read by its interpreter: the service's estimate,
+    planner/forward_profile.py, counts every ONNX weight as a fallback parameter, and so does the worker)."""
+    held = {id(p) for m in net.modules() if isinstance(m, (nn.ParameterDict, nn.ParameterList)) for p in m.parameters()}
+    params = dict(net.named_parameters())
+    return {id(params[name]): name for name in fallback_names(net, layers) if id(params[name]) not in held}
+
+
+def _direct_uses(
+    net: nn.Module, x: Tensor, uses: dict[int, list[tuple]], candidates: dict[int, str]
+) -> list[DirectUse]:
+    """The candidates used once, by a call with a direct rule (module docstring), grouped by the call's output."""
+    params = dict(net.named_parameters())
+    n = x.shape[0]
+    found: dict[int, DirectUse] = {}
+    for p_id, name in candidates.items():
+        if len(uses[p_id]) != 1:
+            continue
+        func, args, kwargs, z, version = uses[p_id][0]
+        part = _direct_part(params[name], func, args, kwargs, z, n)
+        if part is None or z._version != version:
+            continue
+        found.setdefault(id(z), DirectUse(z, [])).parts.append((name, *part))
+    if n > 1 and found:
+        alone = _direct_shapes_alone(net, x[:1], {p_id for p_id in candidates if p_id in uses})
+        for key, use in list(found.items()):
+            use.parts = [part for part in use.parts if alone.get(id(params[part[0]])) == [(1, *use.output.shape[1:])]]
+            if not use.parts:
+                del found[key]
+    return list(found.values())
+
+
+def _direct_part(p: Tensor, func, args: tuple, kwargs: dict, z, n: int) -> tuple[Tensor | None, tuple[int, ...]] | None:
+    """(factor d, per-point gradient shape) when the call z = func(*args, **kwargs) is a direct rule's use of p."""
+    if not (isinstance(z, Tensor) and z.dim() >= 1 and z.shape[0] == n):
+        return None
+    if func in NORMALISATIONS:
+        bound = dict(zip(NORMALISATIONS[func], args)) | kwargs
+        h = bound["input"]
+        if not (isinstance(h, Tensor) and h.shape == z.shape):
+            return None
+        if bound.get("weight") is p and bound.get("bias") is not p:
+            others = dict(bound, input=h.detach(), weight=None) | ({"bias": None} if "bias" in bound else {})
+            with torch.no_grad():
+                return func(**others), tuple(p.shape)
+        return (None, tuple(p.shape)) if bound.get("bias") is p and bound.get("weight") is not p else None
+    if func in ADDITIVE and not kwargs and len(args) == 2 and sum(a is p for a in args) == 1:
+        return None if not all(isinstance(a, Tensor) for a in args) else _broadcast_part(p, z)
+    if func is Tensor.expand and args[0] is p:
+        return _broadcast_part(p, z)
+    return None
+
+
+def _broadcast_part(p: Tensor, z: Tensor) -> tuple[None, tuple[int, ...]] | None:
+    """(None, p's shape per point) when p broadcasts over the points' axis of z, else None."""
+    per_point = z.dim() - 1
+    leading = p.shape[: max(0, p.dim() - per_point)]
+    if any(size != 1 for size in leading):
+        return None
+    return None, tuple(p.shape[len(leading) :])
+
+
+def _direct_shapes_alone(net: nn.Module, x1: Tensor, watched: set[int]) -> dict[int, list[tuple[int, ...]]]:
+    """Per watched parameter, the output shapes of its differentiable uses in a forward pass of the one point x1."""
+    guard = _ParameterUseGuard({}, dict.fromkeys(watched, ""))
+    try:
+        with torch.enable_grad(), guard:
+            net(x1)
+    except Exception:  # noqa: BLE001  (a network that cannot run one point: nothing is proven batched)
+        return {}
+    return {p_id: [tuple(z.shape) for *_, z, _ in calls] for p_id, calls in guard.uses.items()}
 
 
 def _call_shapes(args: tuple, output) -> tuple | None:
@@ -157,16 +266,25 @@ def _not_batched_alone(net: nn.Module, x1: Tensor, batched: dict[nn.Module, list
 class _ParameterUseGuard(TorchFunctionMode):
     """Records covered parameters used differentiably outside the forward of the layer that owns them."""
 
-    def __init__(self, owner: dict[int, nn.Module]) -> None:
+    def __init__(self, owner: dict[int, nn.Module], candidates: dict[int, str] | None = None) -> None:
         super().__init__()
         self.owner = owner
+        self.candidates = candidates or {}
         self.active: list[nn.Module] = []
         self.stray: set[int] = set()
+        self.uses: dict[int, list[tuple]] = defaultdict(list)
+        """Per candidate parameter, its differentiable calls: (func, args, kwargs, output, output's version)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        used = [id(t) for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor) and id(t) in self.owner]
-        if used and any(isinstance(r, Tensor) and r.requires_grad for r in tree_leaves(result)):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if not any(isinstance(r, Tensor) and r.requires_grad for r in tree_leaves(result)):
+            return result
+        leaves = [id(t) for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+        used = [p_id for p_id in leaves if p_id in self.owner]
+        if used:
             current = self.active[-1] if self.active else None
             self.stray.update(p_id for p_id in used if self.owner[p_id] is not current)
+        for p_id in dict.fromkeys(p_id for p_id in leaves if p_id in self.candidates):
+            self.uses[p_id].append((func, args, kwargs, result, getattr(result, "_version", 0)))
         return result

@@ -6,7 +6,8 @@ summed over the trainable parameters (no division by O). `of="outputs"` differen
 φ(f) (the head included), `of="logits"` the pre-head f. K is a sum over parameter
 tensors, K = Σ_w J_w J_wᵀ, so each tensor may be handled by a different rule.
 
-structured  Any network. One forward and O backward passes give each covered layer's inputs
+structured  Any network. One forward and O backward passes (batched over the outputs: autograd.grad with
+            is_grads_batched, as many outputs a pass as the budget allows) give each covered layer's inputs
             A and output cotangents G = ∂f_a/∂z (z = the layer output, multiplier included);
             a weight or bias of a ScaledLinear, ScaledConv2d or ScaledEmbedding is covered
             (layer_capture.py says exactly when), at T positions per point over all its calls:
@@ -20,8 +21,10 @@ structured  Any network. One forward and O backward passes give each covered lay
             into the vocabulary rows used) or by the position sum, whichever takes fewer FLOPs
             (the position sum's memory-bound einsums weighted ×8), each in chunks within
             MEMORY_BUDGET_BYTES (kernel_rules.py has the FLOP counts).
-            Every other trainable parameter (LayerNorm's affine, a plain nn.Linear, a class
-            token) is a fallback parameter: K += J_fb J_fbᵀ from per-sample gradients of f with
+            a parameter read directly by one call (layer_capture.py): a LayerNorm / RMSNorm affine γ, β
+            (z = γ ⊙ x̂ + β), an additive table P (positions, h + P) or an expanded class token, from the
+            cotangents g of that call's output z: J_i = Σ_broadcast g_i ⊙ d_i (d = x̂ for γ, else 1), K += J Jᵀ.
+            Every other trainable parameter (a plain nn.Linear, a sliced table) is a fallback parameter: K += J_fb J_fbᵀ from per-sample gradients of f with
             respect to those parameters only, in chunks of points sized to the budget
             (per_sample.py). Never forms the n×p Jacobian of the covered parameters.
 jacobian    vmap(jacrev) of a functional_call per point, then Σ_params J Jᵀ; memory n·O·p.
@@ -41,7 +44,7 @@ auto        With the probe points, the cost model of kernel_cost.py: with F the 
             parameter is covered, else jacobian.
 
 Every method calls `checkpoint()` (engine.callbacks.Checkpoint) between its units of work:
-structured after each backward pass, each layer's rule, each chunk of a rule (kernel_rules.py) and each
+structured after each batched backward pass, each layer's rule, each chunk of a rule (kernel_rules.py) and each
 chunk of per-sample gradients (per_sample.py);
 jacobian after the Jacobian and each parameter tensor's J Jᵀ; ntk_vp after each block of columns, a
 block holding at most CHECKPOINT_FLOPS of work.
@@ -63,7 +66,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from engine.callbacks import Checkpoint, no_checkpoint
 from engine.kernels import kernel_cost
-from engine.kernels.kernel_rules import add_layer_kernel
+from engine.kernels.kernel_rules import add_direct_kernel, add_layer_kernel
 from engine.kernels.layer_capture import capture, fallback_names, rule_parameters
 from engine.kernels.per_sample import per_sample_kernel, saved_bytes_per_point
 from engine.kernels.symmetric_gram import add_gram, mirror
@@ -215,35 +218,57 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     y = captured.y
     n, O = y.shape
     calls = [(layer, k) for layer, record in captured.layers.items() for k in range(len(record.outputs))]
-    cotangents: list[list[Tensor]] = [[] for _ in calls]
-    for a in range(O if calls else 0):
+    targets = [captured.layers[layer].outputs[k] for layer, k in calls] + [use.output for use in captured.direct]
+    cotangents: list[list[Tensor]] = [[] for _ in targets]
+    chunk = _outputs_per_backward(targets, O, budget)
+    for start in range(0, O if targets else 0, chunk):
+        stop = min(O, start + chunk)
+        units = torch.eye(O, dtype=y.dtype, device=y.device)[start:stop, None, :].expand(stop - start, n, O)
         grads = torch.autograd.grad(
-            y[:, a].sum(),
-            [captured.layers[layer].outputs[k] for layer, k in calls],
-            retain_graph=a < O - 1,
+            y,
+            targets,
+            grad_outputs=units,
+            retain_graph=stop < O,
+            is_grads_batched=True,
             allow_unused=True,
             materialize_grads=True,
         )
-        for store, g in zip(cotangents, grads):
-            store.append(g.detach())
+        for store, g, z in zip(cotangents, grads, targets):  # an unused z's zeros come without the outputs' axis
+            store.append((g if g.dim() > z.dim() else g.expand(stop - start, *g.shape)).detach())
         checkpoint()
     K = torch.zeros(n * O, n * O, dtype=y.dtype, device=y.device)
     start = 0
     for layer, record in captured.layers.items():
         stop = start + len(record.outputs)
         if stop > start:
-            G = [torch.stack(store, dim=1) for store in cotangents[start:stop]]
+            G = [_per_point(store) for store in cotangents[start:stop]]
             add_layer_kernel(
                 K, layer, record.inputs, G, weight=record.weight, bias=record.bias, budget=budget, checkpoint=checkpoint
             )
             checkpoint()
         start = stop
+    for use, store in zip(captured.direct, cotangents[start:]):
+        add_direct_kernel(K, _per_point(store), use.parts)
+        checkpoint()
     mirror(K, O)
     fallback = captured.fallback
-    del captured, y, cotangents
+    del captured, y, cotangents, targets
     if fallback:
         K += per_sample_kernel(net, x, outputs, fallback, budget=budget, checkpoint=checkpoint)
     return K
+
+
+def _outputs_per_backward(targets: list[Tensor], O: int, budget: int) -> int:
+    """Outputs whose backward passes run as one batched pass (autograd.grad with is_grads_batched): as many as
+    keep twice their cotangents of the recorded outputs z (the pass's transient gradients are of that order)
+    within the budget; at least one, at most O."""
+    per_output = 2 * sum(z.numel() * z.element_size() for z in targets)
+    return max(1, min(O, budget // max(per_output, 1)))
+
+
+def _per_point(store: list[Tensor]) -> Tensor:
+    """The cotangents of one z by chunks of outputs, [o, n, …] each, as [n, O, …] (contiguous)."""
+    return torch.cat(store).movedim(0, 1).contiguous()
 
 
 # --------------------------------------------------------------------------- jacobian

@@ -229,15 +229,13 @@ def test_three_methods_agree_with_the_dense_reference_on_graphs(graph, of):
 
 def test_rules_cover_the_scaled_layers_and_only_the_rest_falls_back():
     net, x = GRAPHS["transformer-tokens"]()
-    fallback = capture(net, x, outputs_of(net, "outputs")).fallback
-    assert fallback == [
-        "position",
-        "block.ln1.weight",
-        "block.ln1.bias",
-        "block.ln2.weight",
-        "block.ln2.bias",
-        "ln.weight",
-        "ln.bias",
+    captured = capture(net, x, outputs_of(net, "outputs"))
+    assert captured.fallback == []
+    assert [[name for name, _, _ in use.parts] for use in captured.direct] == [
+        ["position"],
+        ["block.ln1.weight", "block.ln1.bias"],
+        ["block.ln2.weight", "block.ln2.bias"],
+        ["ln.weight", "ln.bias"],
     ]
     vgg, images_ = GRAPHS["vgg"]()
     assert capture(vgg, images_, outputs_of(vgg, "outputs")).fallback == []

@@ -3,12 +3,20 @@
 # and lint checks, then the whole suite, with PostgreSQL and Redis started by scripts/services.sh;
 # `make test-fast`: every test not marked slow or stack, on SQLite and the filesystem broker, no
 # servers started (tests that need PostgreSQL or Redis are marked stack by tests/conftest.py).
+# Each runs its tests in two pytest invocations: everything but SERIAL_TESTS in pytest-xdist worker
+# processes (--dist loadfile: a file's tests stay in one process, so its module fixtures start once;
+# FAST_WORKERS for test-fast, TEST_WORKERS for test, 0 = no xdist), then SERIAL_TESTS in one process:
+# the live stacks whose tests race processes against each other by the clock (docs/testing.md).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.ntklab-installed
 HOST ?= 127.0.0.1
+FAST_WORKERS ?= 2
+TEST_WORKERS ?= 0
+SERIAL_TESTS := tests/integration tests/faults
+NOT_SERIAL := --dist loadfile $(addprefix --ignore=,$(SERIAL_TESTS))
 PORT ?= 8000
 
 .PHONY: install up test test-fast bench bench-peers .venv-bench .venv-jax demo clean
@@ -48,11 +56,17 @@ test: $(STAMP)
 	$(VENV)/bin/mypy; \
 	$(VENV)/bin/ruff format --check .; \
 	$(VENV)/bin/ruff check .; \
-	mkdir -p var; status=0; $(VENV)/bin/pytest -q --junitxml=var/test-report.xml $(PYTEST_ARGS) || status=$$?; \
-	$(PY) scripts/test_times.py var/test-report.xml || true; exit $$status
+	mkdir -p var; status=0; \
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) $(NOT_SERIAL) --junitxml=var/test-report.xml $(PYTEST_ARGS) || status=$$?; \
+	$(VENV)/bin/pytest -q --junitxml=var/test-report-serial.xml $(PYTEST_ARGS) $(SERIAL_TESTS) || status=$$?; \
+	$(PY) scripts/test_times.py var/test-report.xml var/test-report-serial.xml || true; exit $$status
 
 test-fast: $(STAMP)
-	$(VENV)/bin/pytest -q -m "not slow and not stack" $(PYTEST_ARGS)
+	@set -uo pipefail; mkdir -p var; status=0; fast='not slow and not stack'; \
+	$(VENV)/bin/pytest -q -m "$$fast" -n $(FAST_WORKERS) $(NOT_SERIAL) --junitxml=var/test-fast-report.xml $(PYTEST_ARGS) || status=$$?; \
+	$(VENV)/bin/pytest -q -m "$$fast" --junitxml=var/test-fast-report-serial.xml $(PYTEST_ARGS) $(SERIAL_TESTS) \
+		|| status=$$?; \
+	$(PY) scripts/test_times.py var/test-fast-report.xml var/test-fast-report-serial.xml || true; exit $$status
 
 bench: $(STAMP)
 	@set -euo pipefail; env_lines="$$(scripts/services.sh)"; export $$env_lines; \

@@ -1,6 +1,10 @@
-"""Per-folder test time from a pytest JUnit XML file, as the Markdown table docs/testing.md shows.
+"""Per-folder test time from pytest JUnit XML files, as the Markdown table docs/testing.md shows.
 
-    .venv/bin/pytest … --junitxml=run.xml && python scripts/test_times.py run.xml
+    .venv/bin/pytest … --junitxml=run.xml && python scripts/test_times.py run.xml [more.xml …]
+
+`make test` and `make test-fast` write two files (the pytest-xdist run and the serial one); their
+test cases are summed together. Under pytest-xdist a test's time is still its own (each worker
+process times the tests it runs), so the seconds add up to more than the wall time of the run.
 
 A test's time is its setup + call + teardown (pytest's default junit_duration_report = total), so a
 module- or session-scoped fixture is counted in the first test that uses it. Folders are the first
@@ -22,13 +26,14 @@ def folder_of(classname: str) -> str:
     return f"tests/{parts[1]}"
 
 
-def folder_times(junit_xml: str) -> dict[str, tuple[int, float]]:
-    """{folder: (number of tests, seconds)} over every testcase of the file, skipped ones included."""
+def folder_times(*junit_xmls: str) -> dict[str, tuple[int, float]]:
+    """{folder: (number of tests, seconds)} over every testcase of the files, skipped ones included."""
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    for case in ET.parse(junit_xml).getroot().iter("testcase"):
-        total = totals[folder_of(case.get("classname", ""))]
-        total[0] += 1
-        total[1] += float(case.get("time", 0.0))
+    for junit_xml in junit_xmls:
+        for case in ET.parse(junit_xml).getroot().iter("testcase"):
+            total = totals[folder_of(case.get("classname", ""))]
+            total[0] += 1
+            total[1] += float(case.get("time", 0.0))
     return {folder: (int(count), seconds) for folder, (count, seconds) in totals.items()}
 
 
@@ -43,7 +48,7 @@ def markdown_table(times: dict[str, tuple[int, float]]) -> str:
 
 
 def main() -> None:
-    print(markdown_table(folder_times(sys.argv[1])))
+    print(markdown_table(folder_times(*sys.argv[1:])))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
@@ -11,13 +13,14 @@ from fastapi.testclient import TestClient
 from config.settings import Settings
 from ntklab.client import Client
 from service.app import create_app
-from store.migrate import upgrade
 
 
 @pytest.fixture
-def app(tmp_path) -> FastAPI:
-    url = f"sqlite:///{tmp_path / 'ntklab.db'}"
-    upgrade(url, configure_logging=False)
+def app(tmp_path: Path, sqlite_template: Path) -> FastAPI:
+    """The app on a copy of the session's migrated SQLite file (tests/conftest.py)."""
+    path = tmp_path / "ntklab.db"
+    shutil.copy(sqlite_template, path)
+    url = f"sqlite:///{path}"
     return create_app(
         Settings(
             database_url=url,

@@ -75,13 +75,6 @@ def postgres_databases(postgres_server: str) -> Iterator[PostgresDatabases]:
 
 
 @pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("template") / "ntklab.db"
-    upgrade_head(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture(scope="session")
 def postgres_template(postgres_databases: PostgresDatabases) -> Iterator[str]:
     name = postgres_databases.create()
     upgrade_head(postgres_databases.url(name))

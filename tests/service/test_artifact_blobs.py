@@ -4,7 +4,7 @@ Content-Length, an ETag (the SHA-256), If-None-Match → 304 and single byte ran
 from __future__ import annotations
 
 import hashlib
-import os
+import random
 
 import pytest
 from sqlalchemy import func, select, update
@@ -15,8 +15,9 @@ from store.models import Artifact, Blob, BlobChunk, Job
 from store.uploads_repo import BLOB_CHUNK_BYTES
 from tests.service.test_jobs_api import submit
 
-BIG = os.urandom(2 * BLOB_CHUNK_BYTES + 12345)
-"""Three chunks, the last one short: ranges that cross chunk boundaries."""
+BIG = random.Random(28).randbytes(2 * BLOB_CHUNK_BYTES + 12345)
+"""Three chunks, the last one short: ranges that cross chunk boundaries. Seeded, so that every pytest-xdist
+worker collects the same ETag parameters."""
 BIG_TAG = f'"{hashlib.sha256(BIG).hexdigest()}"'
 
 

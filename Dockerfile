@@ -16,4 +16,4 @@ RUN pip install '.[server,worker]' && useradd --system --home-dir /app ntklab &&
 USER ntklab
 
 EXPOSE 8000
-CMD ["uvicorn", "--factory", "service.app:create_app", "--host", "0.0.0.0", "--port", "8000", "--no-proxy-headers"]
+CMD ["uvicorn", "--factory", "ntklab.service.app:create_app", "--host", "0.0.0.0", "--port", "8000", "--no-proxy-headers"]

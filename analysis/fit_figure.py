@@ -1,6 +1,6 @@
 """A sweep's power-law fits on log–log axes: the one drawing behind the service's plot and the SDK's figure.
 
-Each fit is an `api_schemas.sweeps.FitResult`, exactly what GET /v1/sweeps/{id} returns, drawn
+Each fit is an `ntklab.api_schemas.sweeps.FitResult`, exactly what GET /v1/sweeps/{id} returns, drawn
 as its seed-averaged points (mean ± std over the runs at each x) and its line
 log y = intercept + slope·log x, i.e. y = e^intercept · x^slope, over the points' x range; where
 the fit carries a theory slope t, a dashed line of slope t in the same colour crosses the fitted
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
-from analysis.labels import axis_label, group_label
-from api_schemas.sweeps import FitResult
+from ntklab.analysis.labels import axis_label, group_label
+from ntklab.api_schemas.sweeps import FitResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

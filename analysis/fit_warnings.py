@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.run_warnings import RunWarning
 
 
 class Point(Protocol):

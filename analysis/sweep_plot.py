@@ -1,4 +1,4 @@
-"""A sweep's plot as the service serves it: the fits' figure (analysis.fit_figure) as PNG or SVG bytes."""
+"""A sweep's plot as the service serves it: the fits' figure (ntklab.analysis.fit_figure) as PNG or SVG bytes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 from collections.abc import Sequence
 from typing import Literal
 
-from analysis.fit_figure import fits_figure
-from api_schemas.sweeps import FitResult
+from ntklab.analysis.fit_figure import fits_figure
+from ntklab.api_schemas.sweeps import FitResult
 
 MEDIA_TYPES = {"png": "image/png", "svg": "image/svg+xml"}
 

@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.fit_warnings import fit_warnings
-from analysis.fits import PowerLawFit, fit_power_law
-from analysis.labels import axis_label, group_label
-from analysis.width_regime import standard_fixed_lr
-from api_schemas.run_warnings import RunWarning
-from api_schemas.sweeps import FitPoint, FitResult, FitSpec
+from ntklab.analysis.fit_warnings import fit_warnings
+from ntklab.analysis.fits import PowerLawFit, fit_power_law
+from ntklab.analysis.labels import axis_label, group_label
+from ntklab.analysis.width_regime import standard_fixed_lr
+from ntklab.api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.sweeps import FitPoint, FitResult, FitSpec
 
 
 @dataclass(frozen=True)

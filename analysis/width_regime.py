@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.run_warnings import RunWarning
 
 STANDARD_FIXED_LR = "standard_parameterization_fixed_lr"
 WIDTH_PATH = re.compile(r"^model\.(hidden(\.\d+)?|layers\.\d+(\.layers\.\d+)*\.width)$")

@@ -22,8 +22,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from api_schemas.problems import FieldError
-from api_schemas.tagged_union import TAG_ERROR
+from ntklab.api_schemas.problems import FieldError
+from ntklab.api_schemas.tagged_union import TAG_ERROR
 
 REQUEST_PARTS = ("body", "query", "path", "header", "cookie")
 LIMIT_KEYS = ("le", "lt", "ge", "gt", "max_length", "min_length", "multiple_of")

@@ -30,8 +30,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Strict
-from api_schemas.tagged_union import tagged_union
+from ntklab.api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Strict
+from ntklab.api_schemas.tagged_union import tagged_union
 
 MAX_VOCAB = 1_000_000
 MAX_HEADS = 4096

@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from api_schemas.graph import (
+from ntklab.api_schemas.graph import (
     WEIGHT_LAYERS,
     ActivationLayer,
     AvgPool,

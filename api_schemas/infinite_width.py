@@ -25,7 +25,7 @@ An uploaded onnx model has no known architecture and is refused.
 
 from __future__ import annotations
 
-from api_schemas.graph import (
+from ntklab.api_schemas.graph import (
     ActivationLayer,
     AvgPool,
     Conv2d,

@@ -1,7 +1,7 @@
 """The ONNX operators an uploaded model may use and the attributes each accepts (default domain).
 
 GENERATED from the worker's converter table (engine/nets/onnx_ops/) by
-`python -m engine.nets.onnx_ops.table`; do not edit. The API refuses any other operator or
+`python -m ntklab.engine.nets.onnx_ops.table`; do not edit. The API refuses any other operator or
 attribute at upload; attribute values a builder does not implement are refused by the worker, by name.
 """
 

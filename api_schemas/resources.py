@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api_schemas.run_warnings import RunWarning
-from api_schemas.spec import JobSpec
-from api_schemas.summary import JobSummary
+from ntklab.api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.api_schemas.summary import JobSummary
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 CancelOutcome = Literal["pending", "cancelled", "too_late"]

@@ -14,11 +14,11 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
-from api_schemas.graph import MAX_NESTING, Embedding, GraphLayer, too_deep
-from api_schemas.graph_plan import plan_graph
-from api_schemas.infinite_width import refusal
-from api_schemas.tagged_union import tagged_union
+from ntklab.api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
+from ntklab.api_schemas.graph import MAX_NESTING, Embedding, GraphLayer, too_deep
+from ntklab.api_schemas.graph_plan import plan_graph
+from ntklab.api_schemas.infinite_width import refusal
+from ntklab.api_schemas.tagged_union import tagged_union
 
 OutputActivation = Literal["identity", "swish", "tanh", "sigmoid", "softmax"]
 Parameterization = Literal["ntk", "standard", "meanfield", "mup"]

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
-from api_schemas.base import Name, StoredJson, StoredText, Tag, stored_text
-from api_schemas.run_warnings import RunWarning
-from api_schemas.spec import Strict
+from ntklab.api_schemas.base import Name, StoredJson, StoredText, Tag, stored_text
+from ntklab.api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.spec import Strict
 
 PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$"
 MAX_GRID_AXES = 8

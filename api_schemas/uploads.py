@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
-from api_schemas.resources import Resource
+from ntklab.api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
+from ntklab.api_schemas.resources import Resource
 
 INVALID_UPLOAD = "urn:ntklab:problem:invalid-upload"
 """422: the uploaded file is malformed, unsafe or unsupported; `errors` names the part and the reason."""

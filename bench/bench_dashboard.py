@@ -28,8 +28,8 @@ from playwright.sync_api import sync_playwright
 
 from bench.bench_service import postgres_redis_settings
 from ntklab.localstack import LocalStack
-from store import api_keys
-from store.db import make_engine, make_session_factory
+from ntklab.store import api_keys
+from ntklab.store.db import make_engine, make_session_factory
 
 FINISHED_JOB = {
     "model": {"hidden": [16]},

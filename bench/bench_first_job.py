@@ -105,16 +105,16 @@ def _answers(client: httpx.Client) -> bool:
 ENGINE_ROUND = """
 import json, sys, time
 import torch, torch._dynamo
-import engine.run as engine
-from api_schemas.spec import JobSpec
-from engine.run import warm_up
+import ntklab.engine.run as engine
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import warm_up
 torch.set_num_threads(int(sys.argv[1]))
 if sys.argv[2] == "warm":
     warm_up("cpu")
 spec, seconds = JobSpec.model_validate_json(sys.argv[3]), []
 for _ in range(2):
     started = time.perf_counter()
-    engine.run(spec, device="cpu")
+    ntklab.engine.run(spec, device="cpu")
     seconds.append(time.perf_counter() - started)
 print(json.dumps(seconds))
 """

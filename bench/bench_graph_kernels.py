@@ -34,9 +34,9 @@ from bench.bench_kernels import (
     rss_bytes,
 )
 from bench.tables import print_head, print_row
-from engine.kernels import kernel_cost, ntk
-from engine.kernels.per_sample import panel_and_chunk, passes, per_sample_kernel
-from engine.nets.layers import ScaledConv2d, ScaledLinear
+from ntklab.engine.kernels import kernel_cost, ntk
+from ntklab.engine.kernels.per_sample import panel_and_chunk, passes, per_sample_kernel
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledLinear
 
 METHODS = ("structured", "jacobian", "per-sample chunks", "auto", "nngeometry")
 

@@ -8,11 +8,11 @@ For each job spec, on its network at w₀ and its first `hessian.probe_points` p
     old   every (point, output) run in turn, one unbatched torch.func jvp(grad) product per call,
           a fixed number of Lanczos steps (tolerance 0), each reorthogonalised by two full passes:
           the engine before issue 14, kept here only
-    new   engine.curvature.hessian.model_hessian with the spec's settings (the cap `iterations`,
+    new   ntklab.engine.curvature.hessian.model_hessian with the spec's settings (the cap `iterations`,
           `tolerance`, the memory-budgeted batch)
 
 "Hessian phase" is the median wall time of `repeats` calls of each at w₀ (one Hessian; a job
-with `at: [init, final]` makes two). "Job" runs engine.run.run once on the spec with
+with `at: [init, final]` makes two). "Job" runs ntklab.engine.run.run once on the spec with
 each (old: run.model_hessian replaced by the old function), and reports its wall time and
 summary.timings["hessian"]. Ratios are old / new in the same invocation. Both compute the same
 quantity: the table shows |‖H‖_new − ‖H‖_old| / ‖H‖_new and the new certified bound.
@@ -36,15 +36,15 @@ from pathlib import Path
 import torch
 from torch.func import grad, jvp
 
-import engine.run as engine_run
-from api_schemas.spec import JobSpec
-from engine.curvature.batched_hvp import FlatModel
-from engine.curvature.hessian import HessianReport, Runs, model_hessian, report
-from engine.curvature.lanczos import LanczosRun, lanczos_many
-from engine.nets.network import build_network
-from engine.training.data import load_data
-from service.grid import expand_grid
-from service.presets import table1_hessian
+import ntklab.engine.run as engine_run
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.curvature.batched_hvp import FlatModel
+from ntklab.engine.curvature.hessian import HessianReport, Runs, model_hessian, report
+from ntklab.engine.curvature.lanczos import LanczosRun, lanczos_many
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.training.data import load_data
+from ntklab.service.grid import expand_grid
+from ntklab.service.presets import table1_hessian
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = {"kind": "builtin", "name": "digits", "n_train": 64, "probe": {"n": 16}}

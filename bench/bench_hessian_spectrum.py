@@ -23,12 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, hessian
 
-from api_schemas.spec import ModelSpec
 from bench.tables import print_head, print_row
-from engine.curvature.operators import FlatWeights, loss_hessian_operator
-from engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.curvature.operators import FlatWeights, loss_hessian_operator
+from ntklab.engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network
 
 WIDTHS = ([16], [64], [32, 32], [128], [64, 64])
 N, D, O = 64, 16, 2

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from api_schemas.spec import ModelSpec
-from engine.kernels.ntk import tangent_kernel
-from engine.limits import gauss_hermite
-from engine.limits.infinite_width import limit_kernels
-from engine.nets.network import build_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.limits import gauss_hermite
+from ntklab.engine.limits.infinite_width import limit_kernels
+from ntklab.engine.nets.network import build_network
 
 
 def timed(call, repeats: int) -> float:

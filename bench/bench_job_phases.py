@@ -4,7 +4,7 @@
                                                [--baseline /tmp/old]
 
 Each (job, code) runs in a fresh subprocess with `--threads` torch threads: `repeats` calls of
-engine.run.run on the job's spec, the median wall time of run() measured outside it, and the
+ntklab.engine.run.run on the job's spec, the median wall time of run() measured outside it, and the
 per-phase seconds of summary.timings of the median call. With `--baseline DIR` (a checkout of an
 older commit: `git worktree add /tmp/old <commit>`) the same jobs run on that code in the same
 invocation, and the ratio old/new of the median wall time is printed; a baseline without
@@ -75,8 +75,8 @@ CHILD = """
 import json, sys, time
 import torch
 torch.set_num_threads({threads})
-from api_schemas.spec import JobSpec
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
 specs = [JobSpec.model_validate(document) for document in json.loads(sys.argv[1])]
 calls = []
 for _ in range({repeats}):
@@ -100,8 +100,8 @@ def job_specs(job: str, scale: str) -> list[dict]:
     """The spec documents of a named job, or of every job of a preset's sweep at `scale`."""
     if not job.startswith("preset:"):
         return [JOBS[job]]
-    from service.grid import expand_grid
-    from service.presets import PRESETS
+    from ntklab.service.grid import expand_grid
+    from ntklab.service.presets import PRESETS
 
     sweep = PRESETS[job.removeprefix("preset:")].sweep(scale)
     return [point.spec.model_dump(mode="json", exclude_unset=True) for point in expand_grid(sweep.base, sweep.grid)]
@@ -179,10 +179,10 @@ def step_cost_table(repeats: int, threads: int) -> str:
 
     import torch
 
-    from api_schemas.spec import ModelSpec
-    from engine.diagnostics.linearization import linearization_errors
-    from engine.kernels.ntk import outputs_kernel, tangent_kernel
-    from engine.nets.network import build_network, trainable_parameters
+    from ntklab.api_schemas.spec import ModelSpec
+    from ntklab.engine.diagnostics.linearization import linearization_errors
+    from ntklab.engine.kernels.ntk import outputs_kernel, tangent_kernel
+    from ntklab.engine.nets.network import build_network, trainable_parameters
 
     torch.set_num_threads(threads)
 

@@ -40,13 +40,13 @@ import time
 import numpy as np
 import torch
 
-from api_schemas.spec import ModelSpec
 from bench.tables import print_head, print_row
-from engine.curvature.batched_hvp import BatchedHVP, FlatModel
-from engine.curvature.lanczos import lanczos_top_eigenvalues
-from engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
-from engine.nets.network import build_network
-from planner.architecture import count_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.curvature.batched_hvp import BatchedHVP, FlatModel
+from ntklab.engine.curvature.lanczos import lanczos_top_eigenvalues
+from ntklab.engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
+from ntklab.engine.nets.network import build_network
+from ntklab.planner.architecture import count_parameters
 
 METHODS = ("structured", "jacobian", "ntk_vp", "nngeometry")
 KERNEL_METHODS = ("structured", "jacobian", "ntk_vp")

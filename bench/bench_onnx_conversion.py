@@ -4,7 +4,7 @@
 
 The model is a chain y = x + b₁ + … + b_N of N Add nodes, each with its own [3] bias initializer: N trainable
 initializers and N nodes, the shape of a real export's many small parameters (biases, norms) without their
-arithmetic. The time is the median of R builds of engine.nets.onnx_model.OnnxNetwork from the parsed graph
+arithmetic. The time is the median of R builds of ntklab.engine.nets.onnx_model.OnnxNetwork from the parsed graph
 (float64, CPU); "per initializer" is that time / N, which stays flat when the conversion is linear. Before
 the fix, naming each parameter rebuilt the set of names already taken (and the graph's inputs were tested
 against a set of initializer names rebuilt for each input): quadratic, 67 s at N = 40 000.
@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from api_schemas.spec import ModelSpec
 from bench.tables import print_head, print_row
-from engine.nets.onnx_model import OnnxNetwork
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.nets.onnx_model import OnnxNetwork
 
 
 def chain(n: int):

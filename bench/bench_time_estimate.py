@@ -7,7 +7,7 @@ R from a wide shallow mlp (FLOPs dominate), t_op from a deep narrow one (dispatc
 two equations solved together; the table prints them as the settings estimate_flops_per_s and
 estimate_seconds_per_op. Then every spec of ODD_SPECS (deep, wide, a many-node ONNX graph,
 Hessian-heavy, infinite width, …) is estimated at those rates (at the defaults with
---no-calibrate) and run end to end by engine.run.run on the CPU, each in a fresh
+--no-calibrate) and run end to end by ntklab.engine.run.run on the CPU, each in a fresh
 interpreter that first runs a small job (a worker's first job pays torch's lazy start-up; a
 long-lived worker does not). Measured = the median wall time of `repeats` runs of run(), one torch
 thread (workers/main.py gives each worker its cores: calibrate with --threads at that count).
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from api_schemas.spec import JobSpec
 from bench.tables import print_head, print_row
-from planner.estimate import TimeRates, estimate_job
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.planner.estimate import TimeRates, estimate_job
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
@@ -200,8 +200,8 @@ def many_node_onnx(nodes: int = ONNX_NODES, d: int = 8, out: int = 2) -> bytes:
 
 def with_upload(doc: dict, body: bytes) -> dict:
     """The spec with model.stored filled in as the service would (service/onnx_upload.check_onnx at upload)."""
-    from config.settings import Settings
-    from service.onnx_upload import check_onnx
+    from ntklab.config.settings import Settings
+    from ntklab.service.onnx_upload import check_onnx
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.onnx"
@@ -233,9 +233,9 @@ PROGRAM = """
 import json, sys, time
 import torch
 torch.set_num_threads(int(sys.argv[3]))
-from api_schemas.spec import JobSpec
-from engine.run import run
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
+from ntklab.engine.uploads import Uploads, provided
 
 run(JobSpec.model_validate({"data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
                             "model": {"hidden": [8]}, "training": {"max_steps": 5, "lr": 0.1},

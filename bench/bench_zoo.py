@@ -6,7 +6,7 @@ The networks are tests/zoo/architectures.py's Hugging Face members with a width 
 (GPT-2 n_embd, ViT hidden_size with intermediate_size = 2·hidden, ResNet hidden_sizes and
 embedding_size); at the first width each is the zoo's own configuration. Each is cast to
 float32, exported once by ntklab.onnx_export.export_module (TorchScript, the SDK's default)
-and converted as the worker converts an upload (engine.nets.onnx_model.build_onnx_network,
+and converted as the worker converts an upload (ntklab.engine.nets.onnx_model.build_onnx_network,
 float32). Inputs: n token sequences of length 6 (GPT-2) or n 3×16×16 images (ViT, ResNet),
 the zoo's seeded inputs; O = 3 outputs.
 
@@ -113,8 +113,8 @@ def member(name: str, width: int, n: int) -> tuple[torch.nn.Module, torch.Tensor
 
 
 def converted(onnx_bytes: bytes) -> torch.nn.Module:
-    from api_schemas.spec import ModelSpec
-    from engine.nets.onnx_model import build_onnx_network
+    from ntklab.api_schemas.spec import ModelSpec
+    from ntklab.engine.nets.onnx_model import build_onnx_network
 
     return build_onnx_network(ModelSpec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float32)
 
@@ -138,7 +138,7 @@ def _reset_peak() -> None:
 
 
 def run_cell(job: dict) -> dict:
-    from engine.kernels import ntk
+    from ntklab.engine.kernels import ntk
 
     torch.set_num_threads(job["threads"])
     module, x = member(job["name"], job["width"], job["n"])
@@ -170,7 +170,7 @@ def run_cell(job: dict) -> dict:
 def export(name: str, width: int, n: int, directory: Path) -> tuple[Path, int, dict, str]:
     """The member exported to `directory` (path), its trainable parameter count, the cost model's GFLOP per
     method on the converted network, and auto's pick."""
-    from engine.kernels import kernel_cost, ntk
+    from ntklab.engine.kernels import kernel_cost, ntk
     from ntklab.onnx_export import export_module
 
     module, x = member(name, width, n)

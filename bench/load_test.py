@@ -40,9 +40,9 @@ from sqlalchemy import func, select
 
 from bench.bench_service import postgres_redis_settings
 from ntklab.localstack import LocalStack
-from store import api_keys
-from store.db import make_engine, make_session_factory
-from store.models import Job
+from ntklab.store import api_keys
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.models import Job
 
 FINISHED = ("succeeded", "failed", "cancelled")
 WRK_SCRIPT = Path(__file__).with_name("poll_jobs.lua")

@@ -6,10 +6,10 @@ For each member (a float64 module, seeded, and its input batch x of 4 points):
 
 accepted      the upload as the SDK makes it (ntklab.onnx_export.export_module, TorchScript exporter: its
               parameter and output checks on the worker's converter) and then as the service checks it
-              (service.onnx_upload.check_onnx: operators and attributes, shape inference, signature):
+              (ntklab.service.onnx_upload.check_onnx: operators and attributes, shape inference, signature):
               "yes", or the first line of the error.
 kernel error  ‖K − K_ref‖_F / ‖K_ref‖_F: K of the export converted in float64
-              (engine.nets.onnx_model.build_onnx_network) by tangent_kernel(method="auto"), K_ref the
+              (ntklab.engine.nets.onnx_model.build_onnx_network) by tangent_kernel(method="auto"), K_ref the
               float64 torch.func reference on the module itself (tests/zoo/reference.module_kernel).
 auto          the median wall time of R calls of tangent_kernel(net, x, method="auto") after one warm-up
               call, and the method the cost model picked on x.
@@ -49,9 +49,9 @@ def first_line(error: BaseException) -> str:
 
 def upload(module: torch.nn.Module, x: torch.Tensor, *, dynamo: bool) -> bytes:
     """The bytes the SDK would send, checked as the service checks an upload; raises the first refusal."""
-    from config.settings import Settings
+    from ntklab.config.settings import Settings
     from ntklab.onnx_export import export_module
-    from service.onnx_upload import check_onnx
+    from ntklab.service.onnx_upload import check_onnx
 
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # the dynamo exporter's progress lines
         warnings.simplefilter("ignore")
@@ -71,9 +71,9 @@ def accepted(module: torch.nn.Module, x: torch.Tensor, *, dynamo: bool) -> tuple
 
 
 def measure(name: str, repeats: int) -> list[str]:
-    from api_schemas.spec import ModelSpec
-    from engine.kernels import ntk
-    from engine.nets.onnx_model import build_onnx_network
+    from ntklab.api_schemas.spec import ModelSpec
+    from ntklab.engine.kernels import ntk
+    from ntklab.engine.nets.onnx_model import build_onnx_network
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,7 +1,7 @@
 """One settings object for the API, the worker and Alembic (env prefix NTKLAB_).
 
 Nothing here reads the environment at import time: each entry point (the API's app
-factory, the worker's `workers.main`, `ntklab up`, Alembic's env.py) builds one
+factory, the worker's `ntklab.workers.main`, `ntklab up`, Alembic's env.py) builds one
 `Settings()` and passes it down. Relative paths (the SQLite file, the filesystem broker)
 are relative to the folder the process starts in.
 """

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from engine.result import Artifact
+from ntklab.engine.result import Artifact
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from engine.callbacks import Callbacks, JobCancelled, Progress
-from engine.timings import PhaseClock
+from ntklab.engine.callbacks import Callbacks, JobCancelled, Progress
+from ntklab.engine.timings import PhaseClock
 
 Report = Callable[[int, int], None]
 """report(done, planned): units of a counted phase done so far, of those planned (planned may shrink)."""
@@ -57,6 +57,6 @@ class Meter:
             yield report
 
     def checkpoint(self) -> None:
-        """Raise JobCancelled if the job was cancelled (engine.callbacks.Checkpoint)."""
+        """Raise JobCancelled if the job was cancelled (ntklab.engine.callbacks.Checkpoint)."""
         if self.callbacks.cancelled():
             raise JobCancelled(f"cancelled during {self.clock.current or 'the run'}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.run_warnings import RunWarning
 
 Scalar = float | int | bool | str | None
 

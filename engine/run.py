@@ -2,10 +2,10 @@
 
     run(spec, callbacks) -> Result
 
-Phases, reported through callbacks.progress as they start (engine.meter): "data",
+Phases, reported through callbacks.progress as they start (ntklab.engine.meter): "data",
 "build", then at w₀ "kernel", "hessian" (done / planned Hessian-vector products, with an
 ETA) and "sensitivity"; "train" once per step (the path diagnostics on the schedule of
-engine.training.schedule run inside it); at the last weights "hessian" and "sensitivity";
+ntklab.engine.training.schedule run inside it); at the last weights "hessian" and "sensitivity";
 "storage" (the artifacts). summary.timings holds the seconds of each (training without the
 diagnostics measured along the way) and summary.wall_time_s the whole run. Every recorded
 point goes to result.series and to callbacks.metric as it is recorded. Each path diagnostic
@@ -26,17 +26,17 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor
 
-from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics
-from api_schemas.summary import JobSummary
-from engine.artifacts import json_artifact, npy_artifact, weights_artifact
-from engine.callbacks import Callbacks, NullCallbacks
-from engine.curvature.hessian import HessianReport, hessian_grad_ratio, model_hessian
-from engine.curvature.hessian_spectrum import HessianSpectrum, hessian_spectrum
-from engine.curvature.loss_hessian import loss_hessian_split
-from engine.diagnostics.linearization import linearization_errors, weight_change
-from engine.diagnostics.run_warnings import run_warnings
-from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.kernels.ntk import (
+from ntklab.api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics
+from ntklab.api_schemas.summary import JobSummary
+from ntklab.engine.artifacts import json_artifact, npy_artifact, weights_artifact
+from ntklab.engine.callbacks import Callbacks, NullCallbacks
+from ntklab.engine.curvature.hessian import HessianReport, hessian_grad_ratio, model_hessian
+from ntklab.engine.curvature.hessian_spectrum import HessianSpectrum, hessian_spectrum
+from ntklab.engine.curvature.loss_hessian import loss_hessian_split
+from ntklab.engine.diagnostics.linearization import linearization_errors, weight_change
+from ntklab.engine.diagnostics.run_warnings import run_warnings
+from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
+from ntklab.engine.kernels.ntk import (
     Method,
     gradient_norms,
     kernel_spectrum,
@@ -45,14 +45,14 @@ from engine.kernels.ntk import (
     resolve_method,
     tangent_kernel,
 )
-from engine.limits.infinite_width import infinite_width_report
-from engine.meter import Meter
-from engine.nets.activations import apply_head, head_of
-from engine.nets.network import Network, build_network, trainable_parameters
-from engine.result import Artifact, Result, Scalar, Series
-from engine.training.data import load_data
-from engine.training.loop import TrainingOutcome, auto_lr, train
-from engine.training.schedule import diagnostic_steps, loss_steps
+from ntklab.engine.limits.infinite_width import infinite_width_report
+from ntklab.engine.meter import Meter
+from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.network import Network, build_network, trainable_parameters
+from ntklab.engine.result import Artifact, Result, Scalar, Series
+from ntklab.engine.training.data import load_data
+from ntklab.engine.training.loop import TrainingOutcome, auto_lr, train
+from ntklab.engine.training.schedule import diagnostic_steps, loss_steps
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -314,7 +314,7 @@ class Endpoint:
 
     outputs φ(f(w; x_probe)) [n, O]; kernels {of: K [n·O, n·O]} (at the end only when measured
     along the path); hessian at the first `probe_points` probe points; layer sensitivity as
-    dicts of engine.diagnostics.sensitivity.LayerSensitivity; weights as an .npz; spectrum: the
+    dicts of ntklab.engine.diagnostics.sensitivity.LayerSensitivity; weights as an .npz; spectrum: the
     Hessian spectrum of `diagnostics.hessian_spectrum` (hessian_spectrum.py).
     """
 

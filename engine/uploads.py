@@ -6,7 +6,7 @@ for the run; the engine never reaches storage itself:
     with provided(Uploads(datasets={id: (x, y)}, models={id: onnx_bytes})):
         run(spec, callbacks)
 
-engine.training.data reads a data set's arrays and engine.nets.onnx_model a model's bytes
+ntklab.engine.training.data reads a data set's arrays and ntklab.engine.nets.onnx_model a model's bytes
 by the id the spec names. Arrays are decoded with allow_pickle=False, always.
 """
 

@@ -9,9 +9,9 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from config.settings import Settings
-from store.db import is_sqlite, make_engine
-from store.models import Base
+from ntklab.config.settings import Settings
+from ntklab.store.db import is_sqlite, make_engine
+from ntklab.store.models import Base
 
 config = context.config
 if config.config_file_name is not None and not config.attributes.get("keep_logging"):

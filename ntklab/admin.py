@@ -34,8 +34,8 @@ def _server_installed() -> None:
 
 @contextmanager
 def _session() -> Iterator[Session]:
-    from config.settings import Settings
-    from store.db import make_engine, make_session_factory
+    from ntklab.config.settings import Settings
+    from ntklab.store.db import make_engine, make_session_factory
 
     engine = make_engine(Settings().database_url)
     try:
@@ -52,7 +52,7 @@ def create(
     as_json: JsonOption = False,
 ) -> None:
     """Make a key and print its secret (shown this once only)."""
-    from store import api_keys
+    from ntklab.store import api_keys
 
     with _session() as session:
         made = api_keys.create_key(session, name, is_admin=admin)
@@ -68,7 +68,7 @@ def create(
 @keys_app.command("list")
 def list_keys(as_json: JsonOption = False) -> None:
     """Every key: name, display prefix, admin, created, revoked, id."""
-    from store import api_keys
+    from ntklab.store import api_keys
 
     with _session() as session:
         keys = api_keys.list_keys(session)
@@ -96,7 +96,7 @@ def revoke(
 ) -> None:
     """Revoke a key: a 401 from each API process once it stops remembering the key (NTKLAB_AUTH_CACHE_S,
     default 5 s). Its jobs and sweeps stay (the admin key still sees them)."""
-    from store import api_keys
+    from ntklab.store import api_keys
 
     with _session() as session:
         revoked = api_keys.revoke(session, key_id)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.text import Text
 
-from api_schemas.field_errors import named
+from ntklab.api_schemas.field_errors import named
 from ntklab.terminal import stderr_console, stdout_console
 
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout and nothing else")]

@@ -178,7 +178,7 @@ def _show_estimate(estimate: JobDryRun, as_json: bool) -> None:
     if as_json:
         emit(estimate.model_dump(mode="json"))
         return
-    from planner.estimate import format_bytes
+    from ntklab.planner.estimate import format_bytes
 
     classes = estimate.by_worker_class
     table = Table(

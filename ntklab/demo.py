@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from analysis.figure_titles import figure_title
+from ntklab.analysis.figure_titles import figure_title
 from ntklab.client import Client
 from ntklab.localstack import LocalStack, embedded_settings
 from ntklab.resources.sweeps import Sweep

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from api_schemas.field_errors import named
+from ntklab.api_schemas.field_errors import named
 
 if TYPE_CHECKING:
     from ntklab.resources.jobs import Job

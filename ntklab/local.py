@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from api_schemas.spec import JobSpec
-from engine.callbacks import Progress
-from engine.result import Result
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.callbacks import Progress
+from ntklab.engine.result import Result
+from ntklab.engine.run import run
 from ntklab.progress import ProgressBar
 
 

@@ -128,7 +128,7 @@ class LocalStack:
             "-m",
             "uvicorn",
             "--factory",
-            "service.app:create_app",
+            "ntklab.service.app:create_app",
             "--host",
             "127.0.0.1",
             "--port",
@@ -146,7 +146,7 @@ class LocalStack:
         )
 
     def start_worker(self) -> subprocess.Popen:
-        """A worker node like the one `make up` starts (`python -m workers`); returns once its pool process
+        """A worker node like the one `make up` starts (`python -m ntklab.workers`); returns once its pool process
         imported the engine. Its queue is the stack's NTKLAB_QUEUE."""
         return self.start_workers(1)[0]
 
@@ -159,7 +159,7 @@ class LocalStack:
             command = [
                 sys.executable,
                 "-m",
-                "workers",
+                "ntklab.workers",
                 "-n",
                 name,
                 "--without-gossip",

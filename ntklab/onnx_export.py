@@ -10,12 +10,12 @@
    under its own name.
 2. Buffers become constants: an initializer that is not one of the module's trainable
    parameters (a float buffer, a parameter with requires_grad=False) is rewritten as a
-   Constant node, so the service's rule (api_schemas.uploads.trainable_initializers) counts
+   Constant node, so the service's rule (ntklab.api_schemas.uploads.trainable_initializers) counts
    exactly `[p for p in module.parameters() if p.requires_grad]`.
 3. Parameters checked: the trainable initializers are the module's trainable parameters one
    for one, by name and shape.
 4. Outputs checked: the network is converted here as the worker will convert it (the
-   worker's own converter, engine.nets.onnx_model, when the `[worker]` extra is installed;
+   worker's own converter, ntklab.engine.nets.onnx_model, when the `[worker]` extra is installed;
    otherwise onnx.reference.ReferenceEvaluator) and its outputs on the example input equal
    module(example): |Δ| ≤ rtol·max|y| with rtol 1e-6 in float64 and 1e-4 in float32 (RTOL says why).
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from api_schemas.uploads import trainable_initializers
+from ntklab.api_schemas.uploads import trainable_initializers
 from ntklab.errors import ExportMismatchError
 
 RTOL = {"float64": 1e-6, "float32": 1e-4, "float16": 1e-2}
@@ -196,8 +196,8 @@ def check_outputs(proto: Any, example: Any, expected: Any) -> None:
 def converted_outputs(proto: Any, example: Any, dtype: Any) -> np.ndarray:
     """Outputs on `example` of the network as the worker builds it (its converter, if installed), else of the reference evaluator."""
     try:
-        converter = importlib.import_module("engine.nets.onnx_model")
-        spec = importlib.import_module("api_schemas.spec")
+        converter = importlib.import_module("ntklab.engine.nets.onnx_model")
+        spec = importlib.import_module("ntklab.api_schemas.spec")
     except ImportError:
         return reference_outputs(proto, example)
     torch = _import("torch")

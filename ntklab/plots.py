@@ -6,7 +6,7 @@ format follows the path's suffix (.png, .svg, .pdf), and a .png is written with 
 an .svg of the same figure beside it, for a paper. A job's series are lines (no markers: a
 loss recorded at every step is a thousand points), on log axes where they span more than two
 decades (`DECADES_SPAN`). A sweep's figure is the service's own
-drawing (analysis.fit_figure) of the fits the service returned, chosen as the service's plot
+drawing (ntklab.analysis.fit_figure) of the fits the service returned, chosen as the service's plot
 chooses them: no scipy, no re-fit. Labels are the paper's symbols (analysis/labels.py).
 """
 
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.fit_figure import PLAIN_TEXT, chosen_fits, fits_figure
-from analysis.labels import series_label
-from api_schemas.sweeps import FitResult
+from ntklab.analysis.fit_figure import PLAIN_TEXT, chosen_fits, fits_figure
+from ntklab.analysis.labels import series_label
+from ntklab.api_schemas.sweeps import FitResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -16,15 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-from config.settings import Settings
-from store.migrate import upgrade
-from workers.threads import cores_per_worker
+from ntklab.config.settings import Settings
+from ntklab.store.migrate import upgrade
+from ntklab.workers.threads import cores_per_worker
 
 FIRST_JOB = '{"model": {"hidden": [512], "output_activation": "swish"}, "training": {"max_steps": 500}}'
 
 
 def api_command(host: str, port: int, api_processes: int) -> list[str]:
-    """uvicorn serving the app factory (nothing is built when service.app is imported).
+    """uvicorn serving the app factory (nothing is built when ntklab.service.app is imported).
 
     `--no-proxy-headers`: uvicorn would otherwise believe X-Forwarded-For from any loopback
     client; the app believes it only from `settings.trusted_proxies` (service/app.py).
@@ -34,7 +34,7 @@ def api_command(host: str, port: int, api_processes: int) -> list[str]:
         "-m",
         "uvicorn",
         "--factory",
-        "service.app:create_app",
+        "ntklab.service.app:create_app",
         "--host",
         host,
         "--port",
@@ -47,7 +47,7 @@ def api_command(host: str, port: int, api_processes: int) -> list[str]:
 
 def worker_command(name: str) -> list[str]:
     """One worker node (workers/main.py): one pool process on the settings' queue."""
-    return [sys.executable, "-m", "workers", "-n", name]
+    return [sys.executable, "-m", "ntklab.workers", "-n", name]
 
 
 def worker_env(settings: Settings, workers: int) -> dict[str, str]:

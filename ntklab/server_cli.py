@@ -14,10 +14,10 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from api_schemas import problems as problem_types
-from api_schemas.field_errors import field_errors
-from api_schemas.spec import JobSpec
 from ntklab.admin import keys_app
+from ntklab.api_schemas import problems as problem_types
+from ntklab.api_schemas.field_errors import field_errors
+from ntklab.api_schemas.spec import JobSpec
 from ntklab.cli_output import EXIT_FAILED, EXIT_USAGE, JsonOption, emit, fail, field_lines, note, timings_text
 from ntklab.client_cli import submit
 from ntklab.extras import needs
@@ -101,8 +101,8 @@ def migrate(
 ) -> None:
     """Upgrade the database of the settings (NTKLAB_DATABASE_URL) with the migrations shipped in the package."""
     needs("server", purpose="ntklab migrate")
-    from config.settings import Settings
-    from store.migrate import upgrade
+    from ntklab.config.settings import Settings
+    from ntklab.store.migrate import upgrade
 
     upgrade(Settings().database_url, revision)
     if as_json:
@@ -113,6 +113,6 @@ def migrate(
 def worker(context: typer.Context) -> None:
     """Run one worker node on NTKLAB_QUEUE (one job at a time); other options go to `celery worker` (e.g. -n gpu0@%h)."""
     needs("server", "worker", purpose="ntklab worker")
-    from workers.main import main as worker_main
+    from ntklab.workers.main import main as worker_main
 
     worker_main(context.args)

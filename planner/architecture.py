@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from api_schemas.graph_plan import GraphPlan, conv_output_size, plan_graph
-from api_schemas.spec import ModelSpec
+from ntklab.api_schemas.graph_plan import GraphPlan, conv_output_size, plan_graph
+from ntklab.api_schemas.spec import ModelSpec
 
 
 @dataclass(frozen=True)

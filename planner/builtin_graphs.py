@@ -13,7 +13,7 @@ so it computes the same function and has the same tangent kernel.
 
 from __future__ import annotations
 
-from api_schemas.graph import (
+from ntklab.api_schemas.graph import (
     ActivationLayer,
     Conv2d,
     Dense,
@@ -22,8 +22,8 @@ from api_schemas.graph import (
     GraphLayer,
     Residual,
 )
-from api_schemas.spec import ModelSpec
-from planner.architecture import LayerPlan, plan_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.planner.architecture import LayerPlan, plan_network
 
 
 def builtin_as_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> ModelSpec:

@@ -112,11 +112,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from api_schemas.graph_plan import PlannedLayer
-from api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics, input_dim
-from planner.architecture import plan_model_graph, plan_network
-from planner.forward_profile import ForwardProfile, forward_profile
-from planner.kernel_cost_model import (
+from ntklab.api_schemas.graph_plan import PlannedLayer
+from ntklab.api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics, input_dim
+from ntklab.planner.architecture import plan_model_graph, plan_network
+from ntklab.planner.forward_profile import ForwardProfile, forward_profile
+from ntklab.planner.kernel_cost_model import (
     MEMORY_BUDGET_BYTES,
     Cost,
     cheapest,
@@ -124,7 +124,7 @@ from planner.kernel_cost_model import (
     panel_and_chunk,
     passes,
 )
-from planner.limit_cost import limit_cost
+from ntklab.planner.limit_cost import limit_cost
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATE = {"gd": 0, "sgd": 0, "momentum": 1, "adam": 2}

@@ -47,11 +47,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from api_schemas.graph import Conv2d, Dense, Embedding, LayerNorm, PatchEmbed, Residual, SelfAttention
-from api_schemas.graph_plan import PlannedLayer, conv_output_size, layer_bias
-from api_schemas.spec import JobSpec, input_dim
-from planner.architecture import NetworkPlan, graph_input_shape, plan_model_graph, plan_network
-from planner.kernel_cost_model import LayerShape, Profile
+from ntklab.api_schemas.graph import Conv2d, Dense, Embedding, LayerNorm, PatchEmbed, Residual, SelfAttention
+from ntklab.api_schemas.graph_plan import PlannedLayer, conv_output_size, layer_bias
+from ntklab.api_schemas.spec import JobSpec, input_dim
+from ntklab.planner.architecture import NetworkPlan, graph_input_shape, plan_model_graph, plan_network
+from ntklab.planner.kernel_cost_model import LayerShape, Profile
 
 OUTPUT_SAVED = frozenset({"relu", "tanh", "sigmoid", "identity"})
 WEIGHT_LAYER_OPS, BIAS_OPS, OTHER_LAYER_OPS, RESIDUAL_OPS, ATTENTION_OPS, ONNX_NODE_OPS = 5, 2, 2, 2, 20, 2

@@ -37,10 +37,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, GlobalAvgPool, Residual
-from api_schemas.graph_plan import PlannedLayer, conv_output_size
-from api_schemas.spec import JobSpec, input_dim
-from planner.architecture import graph_input_shape, plan_model_graph, plan_network
+from ntklab.api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, GlobalAvgPool, Residual
+from ntklab.api_schemas.graph_plan import PlannedLayer, conv_output_size
+from ntklab.api_schemas.spec import JobSpec, input_dim
+from ntklab.planner.architecture import graph_input_shape, plan_model_graph, plan_network
 
 CLOSED_FORMS = frozenset({"relu", "erf", "identity", "quadratic"})
 RULES = (32, 64, 128, 256, 512, 1024, 2048, 4096)

@@ -1,4 +1,4 @@
-"""The FastAPI application factory: `create_app(settings)`; `uvicorn --factory service.app:create_app` serves it.
+"""The FastAPI application factory: `create_app(settings)`; `uvicorn --factory ntklab.service.app:create_app` serves it.
 
 Nothing is built at import time: the factory reads one `Settings` (from the environment
 when none is given) and builds the engine, sessions, broker and limiters from it.
@@ -24,24 +24,24 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from config.settings import Settings
-from service import upload_folders
-from service.api.auth import RESPONSES as AUTH_RESPONSES
-from service.api.auth import KeyCache
-from service.api.deps import current_caller
-from service.api.openapi import install_openapi, operation_id
-from service.api.routes import artifacts, datasets, health, jobs, models, presets, sweeps
-from service.auth_startup import ensure_bootstrap_admin, warn_if_open
-from service.body_timing import BodyDeadline
-from service.caps import BodySizeLimit
-from service.model_checks import ModelChecks
-from service.observability import RequestLatency, make_registry
-from service.problems import ProblemAPI, install_problem_handlers
-from service.rate_limit import make_limiters
-from service.ui.routes import install_dashboard
-from service.uploads import UPLOAD_PATHS, UploadSlots
-from store.db import make_engine, make_read_session_factory, make_session_factory
-from workers.queue import make_broker
+from ntklab.config.settings import Settings
+from ntklab.service import upload_folders
+from ntklab.service.api.auth import RESPONSES as AUTH_RESPONSES
+from ntklab.service.api.auth import KeyCache
+from ntklab.service.api.deps import current_caller
+from ntklab.service.api.openapi import install_openapi, operation_id
+from ntklab.service.api.routes import artifacts, datasets, health, jobs, models, presets, sweeps
+from ntklab.service.auth_startup import ensure_bootstrap_admin, warn_if_open
+from ntklab.service.body_timing import BodyDeadline
+from ntklab.service.caps import BodySizeLimit
+from ntklab.service.model_checks import ModelChecks
+from ntklab.service.observability import RequestLatency, make_registry
+from ntklab.service.problems import ProblemAPI, install_problem_handlers
+from ntklab.service.rate_limit import make_limiters
+from ntklab.service.ui.routes import install_dashboard
+from ntklab.service.uploads import UPLOAD_PATHS, UploadSlots
+from ntklab.store.db import make_engine, make_read_session_factory, make_session_factory
+from ntklab.workers.queue import make_broker
 
 DESCRIPTION = """\
 Neural-tangent-kernel and Hessian diagnostics as a service. Submit a job spec (a network,
@@ -111,6 +111,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 async def _reaper(app: FastAPI) -> None:
-    from service.reaper import reaper_loop
+    from ntklab.service.reaper import reaper_loop
 
     await reaper_loop(app.state.settings, app.state.sessions, app.state.broker)

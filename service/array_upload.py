@@ -27,12 +27,12 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from api_schemas.uploads import INVALID_UPLOAD
-from config.settings import Settings
-from service.problems import ProblemError
-from service.uploads import Received, invalid, too_large, upload_disk
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.api_schemas.uploads import INVALID_UPLOAD
+from ntklab.config.settings import Settings
+from ntklab.service.problems import ProblemError
+from ntklab.service.uploads import Received, invalid, too_large, upload_disk
 
 NPZ_MEMBERS = {"x.npy": "x", "y.npy": "y"}
 MAX_ARRAY_DIMENSIONS = 64  # numpy's own limit on an array's dimensions (NPY_MAXDIMS, numpy >= 2.0)

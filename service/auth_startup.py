@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import Settings
-from store import api_keys
-from store.db import is_sqlite
+from ntklab.config.settings import Settings
+from ntklab.store import api_keys
+from ntklab.store.db import is_sqlite
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import anyio
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from config.settings import Settings
-from service.problems import ProblemError, problem_response
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.config.settings import Settings
+from ntklab.service.problems import ProblemError, problem_response
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _number(value: float) -> float | int:
 
 class BodyDeadline:
     """ASGI middleware: every request body is read through a BodyClock; a BodyTimeout raised by a
-    reader that does not answer it itself (service.caps.BodySizeLimit) is answered here, if no
+    reader that does not answer it itself (ntklab.service.caps.BodySizeLimit) is answered here, if no
     response has started."""
 
     def __init__(self, app, settings: Settings, uploads: frozenset[str]) -> None:

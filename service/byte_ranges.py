@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from api_schemas.problems import FieldError
-from service.problems import ProblemError
+from ntklab.api_schemas.problems import FieldError
+from ntklab.service.problems import ProblemError
 
 ONE_RANGE = re.compile(r"^\s*(?P<first>\d*)\s*-\s*(?P<last>\d*)\s*$")
 

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api_schemas import problems as types
-from api_schemas.graph import walk
-from api_schemas.problems import FieldError
-from api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
-from config.settings import Settings
-from planner.architecture import count_parameters
-from planner.estimate import Estimate, TimeRates, estimate_job, format_bytes
-from service.problems import ProblemError, problem_response, summarize
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.graph import walk
+from ntklab.api_schemas.problems import FieldError
+from ntklab.api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
+from ntklab.config.settings import Settings
+from ntklab.planner.architecture import count_parameters
+from ntklab.planner.estimate import Estimate, TimeRates, estimate_job, format_bytes
+from ntklab.service.problems import ProblemError, problem_response, summarize
 
 
 @dataclass(frozen=True)

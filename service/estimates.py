@@ -31,7 +31,7 @@ from statistics import median
 
 from sqlalchemy.orm import Session
 
-from api_schemas.resources import (
+from ntklab.api_schemas.resources import (
     CalibratedPhase,
     EstimateCap,
     EstimatePhase,
@@ -40,12 +40,12 @@ from api_schemas.resources import (
     JobEstimate,
     WorkerClassEstimate,
 )
-from api_schemas.spec import JobSpec
-from config.settings import Settings
-from planner.estimate import FLOPS_PER_S, SECONDS_PER_OP, Estimate, TimeRates, estimate_job
-from service.caps import CheckedSpec, time_rates
-from store.job_estimates import stored_estimate
-from store.throughput import FinishedRun, recent_runs
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+from ntklab.planner.estimate import FLOPS_PER_S, SECONDS_PER_OP, Estimate, TimeRates, estimate_job
+from ntklab.service.caps import CheckedSpec, time_rates
+from ntklab.store.job_estimates import stored_estimate
+from ntklab.store.throughput import FinishedRun, recent_runs
 
 CALIBRATION_WINDOW = 50
 """Succeeded jobs per worker class the calibration reads, newest first."""

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from api_schemas.field_errors import field_errors, named
-from api_schemas.spec import InlineData, JobSpec
+from ntklab.api_schemas.field_errors import field_errors, named
+from ntklab.api_schemas.spec import InlineData, JobSpec
 
 INFERRED_FIELDS = (("model", "output_dim"),)
 INLINE_ARRAYS = ("x", "y")
@@ -148,7 +148,7 @@ def expand_grid(base: dict[str, Any], grid: dict[str, list[Any]]) -> list[GridPo
 
 def point_document(spec: JobSpec, base: SweepBase) -> dict[str, Any]:
     """The JSON document of a point's spec; a data section it shares with the base is the base
-    document's own (not dumped again), which `store.sweep_specs.patch_between` then skips."""
+    document's own (not dumped again), which `ntklab.store.sweep_specs.patch_between` then skips."""
     if spec.data is not base.data:
         return spec.model_dump(mode="json")
     dumped = spec.model_dump(mode="json", exclude={"data"})

@@ -20,9 +20,9 @@ from typing import Any
 
 import pydantic_core
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from service.problems import ProblemError
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.service.problems import ProblemError
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 200

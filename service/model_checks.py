@@ -15,9 +15,9 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from service.problems import ProblemError
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.service.problems import ProblemError
 
 LARGE_MODEL_BYTES = 16 * 2**20
 

@@ -15,9 +15,9 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from store import jobs_repo
-from store.models import JOB_STATUSES
-from workers.queue import Broker
+from ntklab.store import jobs_repo
+from ntklab.store.models import JOB_STATUSES
+from ntklab.workers.queue import Broker
 
 log = logging.getLogger(__name__)
 

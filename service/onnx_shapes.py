@@ -34,7 +34,7 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from api_schemas.uploads import trainable_initializers
+from ntklab.api_schemas.uploads import trainable_initializers
 
 MAX_ROUNDS = 16
 """Rounds of inference and evaluation; each resolves at least one more level of shape-on-shape dependence."""

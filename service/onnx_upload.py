@@ -17,7 +17,7 @@ Refused with a 422 naming what is wrong (nothing is stored):
     constant subgraphs whose folding would hold more than max_folded_constant_bytes or take more than
     max_folding_flops (resource cap, naming the node), or a folded or weight-only node of unknown shape (below).
 The trainable parameters are the floating-point initializers with at least one dimension,
-except a batch norm's running statistics (api_schemas.uploads.trainable_initializers, the rule the
+except a batch norm's running statistics (ntklab.api_schemas.uploads.trainable_initializers, the rule the
 SDK and the worker use too); `trainable` lists them (name, shape) and their element count is the
 model's `parameters`.
 
@@ -30,7 +30,7 @@ of the input) and Conv (K = C_in/group·k_h·k_w, the weight's dims after the fi
 every other node. What does not grow with the batch (a causal mask, shape arithmetic) cancels.
 Both are None when an output's shape stays unknown.
 
-What does not scale with the batch (api_schemas.uploads.constant_names splits the nodes as the worker's
+What does not scale with the batch (ntklab.api_schemas.uploads.constant_names splits the nodes as the worker's
 converter does), counted from the inferred shapes and element types, nothing evaluated:
     folded      every input a constant (Constant nodes, non-trainable initializers, outputs of folded nodes):
                 computed once when the worker converts the model, its outputs kept for the job's lifetime.
@@ -62,19 +62,19 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
-from api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
-from api_schemas.problems import RESOURCE_CAP, FieldError
-from api_schemas.uploads import (
+from ntklab.api_schemas.onnx_operators import ONNX_OPERATOR_ATTRIBUTES
+from ntklab.api_schemas.problems import RESOURCE_CAP, FieldError
+from ntklab.api_schemas.uploads import (
     INVALID_UPLOAD,
     ONNX_OPERATORS,
     constant_names,
     node_description,
     trainable_initializers,
 )
-from config.settings import Settings
-from service.onnx_shapes import ShapeError, concrete_shapes, is_concrete, is_small, value_dims, weightless_copy
-from service.problems import ProblemError
-from service.uploads import invalid, too_large
+from ntklab.config.settings import Settings
+from ntklab.service.onnx_shapes import ShapeError, concrete_shapes, is_concrete, is_small, value_dims, weightless_copy
+from ntklab.service.problems import ProblemError
+from ntklab.service.uploads import invalid, too_large
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 7
@@ -192,7 +192,7 @@ def check_onnx(path: Path, settings: Settings) -> CheckedModel:
 
 def per_example_cost(model: onnx.ModelProto, input_name: str) -> tuple[int | None, int | None]:
     """(activation elements, forward FLOPs) of one example (module docstring): the counts of every node output at
-    batch 2 less those at batch 1, from service.onnx_shapes.concrete_shapes; (None, None) where a shape stays unknown."""
+    batch 2 less those at batch 1, from ntklab.service.onnx_shapes.concrete_shapes; (None, None) where a shape stays unknown."""
     counts = [_forward_counts(model.graph.node, _shapes_at(model, input_name, batch)) for batch in (1, 2)]
     if None in counts:
         return None, None

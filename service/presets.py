@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from analysis.figure_titles import PRESET_TITLES
-from api_schemas.sweeps import FitSpec, SweepSpec
+from ntklab.analysis.figure_titles import PRESET_TITLES
+from ntklab.api_schemas.sweeps import FitSpec, SweepSpec
 
 Scale = Literal["smoke", "cpu", "paper"]
 SCALES: tuple[Scale, ...] = ("smoke", "cpu", "paper")

@@ -33,10 +33,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api_schemas import problems as types
-from api_schemas.base import LONE_SURROGATE
-from api_schemas.field_errors import field_errors, named
-from api_schemas.problems import FieldError, Problem
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.base import LONE_SURROGATE
+from ntklab.api_schemas.field_errors import field_errors, named
+from ntklab.api_schemas.problems import FieldError, Problem
 
 log = logging.getLogger(__name__)
 

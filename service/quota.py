@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 from sqlalchemy.orm import Session
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from config.settings import Settings
-from service.problems import ProblemError
-from store import jobs_repo
-from store.owner_lock import owner_lock
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.config.settings import Settings
+from ntklab.service.problems import ProblemError
+from ntklab.store import jobs_repo
+from ntklab.store.owner_lock import owner_lock
 
 
 @contextlib.contextmanager

@@ -21,11 +21,11 @@ from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.storage import RedisStorage, Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from config.settings import Settings
-from service.clock import Clock
-from service.problems import ProblemError
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.config.settings import Settings
+from ntklab.service.clock import Clock
+from ntklab.service.problems import ProblemError
 
 log = logging.getLogger(__name__)
 

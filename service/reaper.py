@@ -25,10 +25,10 @@ import time
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import Settings
-from store import stale_jobs
-from store.models import utcnow
-from workers.queue import Broker
+from ntklab.config.settings import Settings
+from ntklab.store import stale_jobs
+from ntklab.store.models import utcnow
+from ntklab.workers.queue import Broker
 
 log = logging.getLogger(__name__)
 

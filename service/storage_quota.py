@@ -21,11 +21,11 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from config.settings import Settings
-from service.problems import ProblemError
-from store import storage
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.config.settings import Settings
+from ntklab.service.problems import ProblemError
+from ntklab.store import storage
 
 
 def reserve(session: Session, owner: str, contents: Iterable[tuple[str, int]], settings: Settings) -> None:

@@ -27,26 +27,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from api_schemas.resources import JobDryRun
-from api_schemas.spec import JobSpec
-from api_schemas.sweeps import SweepSpec
-from config.settings import Settings
-from service import quota
-from service.caps import CheckedSpec, checked_spec
-from service.estimates import dry_run
-from service.grid import GridError, GridPoint, SweepBase, grid_points, grid_size, point_document, sweep_base
-from service.idempotency import check_key, compact_json, digest, refuse_reuse, spec_hash, sweep_job_hash
-from service.presets import PRESETS
-from service.problems import ProblemError, summarize
-from service.uploads import resolve_uploads
-from store import jobs_repo, models, sweeps_repo, uploads_repo
-from store.db import ConstraintViolation, violations_raised
-from store.job_estimates import estimate_document
-from store.sweep_specs import patch_between
-from store.sweeps_repo import NewJob
-from workers.queue import Broker
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.api_schemas.resources import JobDryRun
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.api_schemas.sweeps import SweepSpec
+from ntklab.config.settings import Settings
+from ntklab.service import quota
+from ntklab.service.caps import CheckedSpec, checked_spec
+from ntklab.service.estimates import dry_run
+from ntklab.service.grid import GridError, GridPoint, SweepBase, grid_points, grid_size, point_document, sweep_base
+from ntklab.service.idempotency import check_key, compact_json, digest, refuse_reuse, spec_hash, sweep_job_hash
+from ntklab.service.presets import PRESETS
+from ntklab.service.problems import ProblemError, summarize
+from ntklab.service.uploads import resolve_uploads
+from ntklab.store import jobs_repo, models, sweeps_repo, uploads_repo
+from ntklab.store.db import ConstraintViolation, violations_raised
+from ntklab.store.job_estimates import estimate_document
+from ntklab.store.sweep_specs import patch_between
+from ntklab.store.sweeps_repo import NewJob
+from ntklab.workers.queue import Broker
 
 log = logging.getLogger(__name__)
 

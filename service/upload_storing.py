@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from config.settings import Settings
-from service.array_upload import CheckedDataset, check_dataset
-from service.model_checks import ModelChecks
-from service.onnx_upload import check_onnx
-from service.storage_quota import reserve
-from service.uploads import Received, invalid
-from store import models, uploads_repo
-from store.db import ConstraintViolation, violations_raised
+from ntklab.config.settings import Settings
+from ntklab.service.array_upload import CheckedDataset, check_dataset
+from ntklab.service.model_checks import ModelChecks
+from ntklab.service.onnx_upload import check_onnx
+from ntklab.service.storage_quota import reserve
+from ntklab.service.uploads import Received, invalid
+from ntklab.store import models, uploads_repo
+from ntklab.store.db import ConstraintViolation, violations_raised
 
 Shown = TypeVar("Shown")
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".pt2", ".pkl", ".pickle", ".ckpt", ".bin")

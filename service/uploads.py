@@ -10,7 +10,7 @@ process, so one a crash leaves behind is removed at the next start-up) as its by
 with its SHA-256 and size;
 the whole body counts against `settings.max_upload_bytes` (413 the moment it goes over,
 and at once when Content-Length declares more). These paths are exempt from the buffering
-of `service.caps.BodySizeLimit` (see UPLOAD_PATHS), and their body is timed against
+of `ntklab.service.caps.BodySizeLimit` (see UPLOAD_PATHS), and their body is timed against
 `upload_deadline_s` and the minimum rate (service/body_timing.py: 408).
 
 No database session is open while the body arrives: the key check closes its own before
@@ -37,14 +37,14 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy.orm import Session
 from starlette.requests import ClientDisconnect, Request
 
-from api_schemas import problems as types
-from api_schemas.base import MAX_NAME_LENGTH, text_problem
-from api_schemas.problems import FieldError
-from api_schemas.spec import DatasetData, JobSpec, ModelSpec, StoredDataset, input_dim, takes_integer_inputs
-from api_schemas.uploads import INVALID_UPLOAD
-from service.problems import ProblemError, field_errors, summarize
-from store import uploads_repo
-from store.models import Dataset, UploadedModel
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.base import MAX_NAME_LENGTH, text_problem
+from ntklab.api_schemas.problems import FieldError
+from ntklab.api_schemas.spec import DatasetData, JobSpec, ModelSpec, StoredDataset, input_dim, takes_integer_inputs
+from ntklab.api_schemas.uploads import INVALID_UPLOAD
+from ntklab.service.problems import ProblemError, field_errors, summarize
+from ntklab.store import uploads_repo
+from ntklab.store.models import Dataset, UploadedModel
 
 UPLOAD_PATHS = frozenset({"/v1/datasets", "/v1/models"})
 MAX_TEXT_FIELD_BYTES = 1000
@@ -492,7 +492,7 @@ def _keeps_integers(model: ModelSpec, document: dict) -> bool:
 
 
 def label_from(name: str | None, received: Received) -> str | None:
-    """The upload's name (query, else multipart field): stored text (api_schemas.base) of at most MAX_NAME_LENGTH characters."""
+    """The upload's name (query, else multipart field): stored text (ntklab.api_schemas.base) of at most MAX_NAME_LENGTH characters."""
     label = name if name is not None else received.fields.get("name")
     if label is None:
         return None

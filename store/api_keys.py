@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from store.models import ApiKey, new_id, utcnow
+from ntklab.store.models import ApiKey, new_id, utcnow
 
 SECRET_PREFIX = "ntk_"
 DISPLAY_CHARS = 12

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from sqlalchemy import delete, exists, insert, select
 from sqlalchemy.orm import Session
 
-from store import storage, uploads_repo
-from store.models import Artifact, Blob
+from ntklab.store import storage, uploads_repo
+from ntklab.store.models import Artifact, Blob
 
 
 @dataclass(frozen=True)

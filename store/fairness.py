@@ -22,7 +22,7 @@ from __future__ import annotations
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import aliased
 
-from store.models import Job
+from ntklab.store.models import Job
 
 
 def fair_next_job() -> Select:

@@ -13,7 +13,7 @@ recomputed from FLOPs and operations at the stored rates (arithmetic, no plannin
 
 from __future__ import annotations
 
-from planner.estimate import Estimate, Term, TimeRates
+from ntklab.planner.estimate import Estimate, Term, TimeRates
 
 
 def estimate_document(estimate: Estimate | None) -> dict | None:

@@ -21,13 +21,13 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
-from planner.estimate import Estimate
-from store import artifacts_repo, storage
-from store.fairness import fair_next_job
-from store.job_estimates import stored_estimate
-from store.models import Dataset, Job, MetricChunk, UploadedModel, utcnow
-from store.sweep_specs import job_spec
-from store.uploads_repo import read_blob
+from ntklab.planner.estimate import Estimate
+from ntklab.store import artifacts_repo, storage
+from ntklab.store.fairness import fair_next_job
+from ntklab.store.job_estimates import stored_estimate
+from ntklab.store.models import Dataset, Job, MetricChunk, UploadedModel, utcnow
+from ntklab.store.sweep_specs import job_spec
+from ntklab.store.uploads_repo import read_blob
 
 transient = retry_if_exception_type(OperationalError)
 retry_briefly = retry(retry=transient, stop=stop_after_attempt(4), wait=wait_exponential(0.1, max=1.0), reraise=True)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, defer
 
-from store import artifacts_repo
-from store.models import FINISHED_STATUSES, Job, JobTag, MetricChunk, new_id, utcnow
-from store.sweep_specs import job_spec
+from ntklab.store import artifacts_repo
+from ntklab.store.models import FINISHED_STATUSES, Job, JobTag, MetricChunk, new_id, utcnow
+from ntklab.store.sweep_specs import job_spec
 
 ACTIVE_STATUSES = ("queued", "running")
 CURSOR_PREFIX = "seq:"

@@ -15,7 +15,7 @@ from alembic.config import Config
 
 def alembic_config(database_url: str, *, configure_logging: bool = True) -> Config:
     """The packaged alembic.ini, pointed at `database_url`; `configure_logging=False` keeps the caller's logging."""
-    folder = files("migrations")
+    folder = files("ntklab.migrations")
     config = Config(str(folder / "alembic.ini"))
     config.set_main_option("script_location", str(folder))
     config.attributes["url"] = database_url

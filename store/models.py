@@ -100,7 +100,7 @@ class Job(Base):
 
     A job submitted on its own stores its full `spec`; a sweep's job stores only `spec_patch`,
     where its spec differs from the sweep's base (its spec is JSON null), and every reader
-    sees it through store.sweep_specs.job_spec. `spec_hash` is the SHA-256 of the canonical
+    sees it through ntklab.store.sweep_specs.job_spec. `spec_hash` is the SHA-256 of the canonical
     spec; for a sweep job, of its sweep's request hash and its patch (service/idempotency.py).
     """
 
@@ -286,7 +286,7 @@ class UploadedModel(Base):
     blob_id: Mapped[str] = mapped_column(ForeignKey("blobs.id", ondelete="RESTRICT"), index=True)
     format: Mapped[str] = mapped_column(String(16), default="onnx")
     parameters: Mapped[int] = mapped_column(BigInteger)
-    # the trainable initializers [{name, shape}] (api_schemas.uploads.trainable_initializers); None before 0009
+    # the trainable initializers [{name, shape}] (ntklab.api_schemas.uploads.trainable_initializers); None before 0009
     trainable: Mapped[list | None] = mapped_column(JSON)
     inputs: Mapped[list] = mapped_column(JSON)
     outputs: Mapped[list] = mapped_column(JSON)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from sqlalchemy import false, func, select, update
 from sqlalchemy.orm import Session
 
-from store.models import Job
+from ntklab.store.models import Job
 
 _PROCESS_LOCK = threading.Lock()
 

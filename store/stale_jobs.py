@@ -8,7 +8,7 @@ import datetime as dt
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from store.models import Job
+from ntklab.store.models import Job
 
 
 def settle_dead_workers(

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from sqlalchemy import false, func, select, update
 from sqlalchemy.orm import Session
 
-from store.models import Blob, Job
+from ntklab.store.models import Blob, Job
 
 
 def lock_owner(session: Session, owner: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.models import Job
+from ntklab.store.models import Job
 
 
 def patch_between(base: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ and the fits read only the succeeded jobs' patches and summaries.
 The list of sweeps is paged newest first by `Sweep.seq` as jobs are by `Job.seq`; a page's
 counts are one GROUP BY over its sweeps' jobs. Filtering by status filters on the status
 derived from those counts, written as an SQL expression (`derived_status`) that follows
-analysis.sweep_table.derive_status case by case.
+ntklab.analysis.sweep_table.derive_status case by case.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from store import jobs_repo
-from store.models import JOB_STATUSES, Job, Sweep, SweepTag, new_id, utcnow
-from store.sweep_specs import job_spec
+from ntklab.store import jobs_repo
+from ntklab.store.models import JOB_STATUSES, Job, Sweep, SweepTag, new_id, utcnow
+from ntklab.store.sweep_specs import job_spec
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def _counts_by_sweep(scope: str | None):
 
 
 def derived_status(counts: dict[str, ColumnElement], cancel_requested: ColumnElement) -> ColumnElement:
-    """analysis.sweep_table.derive_status as an SQL CASE over per-status job counts and their `total`."""
+    """ntklab.analysis.sweep_table.derive_status as an SQL CASE over per-status job counts and their `total`."""
     queued, running, succeeded, cancelled, total = (
         counts[name] for name in ("queued", "running", "succeeded", "cancelled", "total")
     )

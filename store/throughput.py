@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, load_only
 
-from store.models import Job
-from store.sweep_specs import job_spec
+from ntklab.store.models import Job
+from ntklab.store.sweep_specs import job_spec
 
 
 @dataclass(frozen=True)

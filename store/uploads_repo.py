@@ -30,8 +30,8 @@ from typing import BinaryIO, TypeVar
 from sqlalchemy import delete, exists, false, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from store import storage, sweeps_repo
-from store.models import Artifact, Blob, BlobChunk, Dataset, Job, UploadedModel, new_id
+from ntklab.store import storage, sweeps_repo
+from ntklab.store.models import Artifact, Blob, BlobChunk, Dataset, Job, UploadedModel, new_id
 
 BLOB_CHUNK_BYTES = 1 << 20
 ACTIVE_STATUSES = ("queued", "running")

@@ -24,7 +24,7 @@ from sqlalchemy import create_engine, make_url, text
 
 from ntklab import localstack
 from ntklab.localstack import QUICK_RECOVERY_SETTINGS, LocalStack, StackError
-from store.migrate import upgrade
+from ntklab.store.migrate import upgrade
 from tests.server_checks import require_postgres, require_redis
 
 TEST_DATABASE_URL = os.environ.get(

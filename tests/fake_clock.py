@@ -1,4 +1,4 @@
-"""A clock the test moves: service.clock.Clock readings that change only when advance() is called."""
+"""A clock the test moves: ntklab.service.clock.Clock readings that change only when advance() is called."""
 
 from __future__ import annotations
 

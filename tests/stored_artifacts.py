@@ -1,4 +1,4 @@
-"""A job artifact stored the way the worker's finish stores it (store.artifacts_repo.add), without a worker."""
+"""A job artifact stored the way the worker's finish stores it (ntklab.store.artifacts_repo.add), without a worker."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import hashlib
 
 from sqlalchemy.orm import Session
 
-from store import artifacts_repo, storage
-from store.models import utcnow
+from ntklab.store import artifacts_repo, storage
+from ntklab.store.models import utcnow
 
 
 def add_artifact(session: Session, job_id: str, name: str, media_type: str, data: bytes) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config.settings import Settings
-from workers.main import worker_argv
+from ntklab.config.settings import Settings
+from ntklab.workers.main import worker_argv
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()
@@ -68,9 +68,9 @@ def test_the_gpu_worker_reserves_one_gpu_and_runs_one_job_at_a_time_on_the_api_q
 
 def test_the_commands_name_real_modules():
     command = SERVICES["api"]["command"]
-    assert command[:3] == ["uvicorn", "--factory", "service.app:create_app"]
-    assert callable(importlib.import_module("service.app").create_app)
-    assert importlib.util.find_spec("workers.main") is not None
+    assert command[:3] == ["uvicorn", "--factory", "ntklab.service.app:create_app"]
+    assert callable(importlib.import_module("ntklab.service.app").create_app)
+    assert importlib.util.find_spec("ntklab.workers.main") is not None
 
 
 def test_auth_is_on_and_every_setting_the_app_gets_is_a_real_one():

@@ -1,6 +1,6 @@
 """No work at import time: importing every module builds no app, broker, engine or settings and creates no file.
 
-Each entry point (the API's app factory, `workers.main`, `ntklab up`, Alembic's env.py)
+Each entry point (the API's app factory, `ntklab.workers.main`, `ntklab up`, Alembic's env.py)
 builds one `Settings` and what hangs off it; a plain import must not. The check runs in a
 fresh interpreter whose working folder is empty, so a folder made by an import shows up.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ntklab.localstack import clean_env
 
-PACKAGES = ("api_schemas", "planner", "analysis", "config", "store", "service", "workers", "engine", "ntklab")
-SKIPPED = ("__main__",)  # `python -m workers` runs a worker: importing it is running it
+PACKAGES = ("ntklab",)
+SKIPPED = ("__main__", "env")  # `python -m ntklab.workers` runs a worker, migrations/env.py a migration
 
 PROBE = f"""
 import gc, importlib, json, pkgutil
@@ -32,7 +32,7 @@ for root in {PACKAGES!r}:
 from celery import Celery
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine
-from config.settings import Settings
+from ntklab.config.settings import Settings
 
 built = sorted({{type(o).__name__ for o in gc.get_objects() if issubclass(type(o), (Celery, FastAPI, Engine, Settings))}})
 print(json.dumps({{"imported": imported, "built": built}}))
@@ -52,12 +52,12 @@ def test_importing_every_module_builds_nothing_and_creates_no_file(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert {
-        "service.app",
-        "workers.tasks",
-        "workers.queue",
-        "workers.celery_app",
-        "store.job_store",
-        "engine.run",
+        "ntklab.service.app",
+        "ntklab.workers.tasks",
+        "ntklab.workers.queue",
+        "ntklab.workers.celery_app",
+        "ntklab.store.job_store",
+        "ntklab.engine.run",
         "ntklab.cli",
     } <= set(report["imported"])
     assert report["built"] == [], f"built at import time: {report['built']}"

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from store.job_store import JobStore
-from store.models import Job
-from store.sweep_specs import job_spec
-from workers.heartbeat import SeriesBuffer
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Job
+from ntklab.store.sweep_specs import job_spec
+from ntklab.workers.heartbeat import SeriesBuffer
 
 Point = tuple[str, int, float | None]
 """(series name, training step, value; None where it was not finite)"""
@@ -39,7 +39,7 @@ def sweep_succeeded(session: Session, sweep_id: str, summary_of: Callable[[dict[
 
 def claimed_by_a_worker(app, job_id: str) -> Callable[[Iterable[Point]], None]:
     """Claim the queued job as worker "w0" would; flush(points) is then one heartbeat's write of those points
-    (workers.heartbeat.SeriesBuffer flushed through JobStore.report, with the last step as the progress)."""
+    (ntklab.workers.heartbeat.SeriesBuffer flushed through JobStore.report, with the last step as the progress)."""
     store = JobStore(app.state.sessions)
     claim = store.claim(job_id, worker="w0", device="cpu")
     buffer = SeriesBuffer()

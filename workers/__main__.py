@@ -1,5 +1,5 @@
-"""`python -m workers`: run one worker node (see workers/main.py)."""
+"""`python -m ntklab.workers`: run one worker node (see workers/main.py)."""
 
-from workers.main import main
+from ntklab.workers.main import main
 
 main()

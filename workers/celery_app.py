@@ -15,8 +15,8 @@ from pathlib import Path
 
 from celery import Celery
 
-from config.settings import Settings
-from workers.filesystem_transport import Transport as FilesystemTransport
+from ntklab.config.settings import Settings
+from ntklab.workers.filesystem_transport import Transport as FilesystemTransport
 
 TASK_NAME = "ntklab.run_job"
 FILESYSTEM_POLL_S = 0.02
@@ -40,7 +40,7 @@ def broker_transport_options(settings: Settings) -> dict:
 
 def make_celery(settings: Settings) -> Celery:
     """A Celery app configured from `settings`, with no task registered: enough to publish jobs
-    (the API). The worker adds the job task with `workers.tasks.register` (see workers/main.py)."""
+    (the API). The worker adds the job task with `ntklab.workers.tasks.register` (see workers/main.py)."""
     app = Celery("ntklab", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         broker_transport=FilesystemTransport if settings.broker_url.startswith("filesystem://") else None,

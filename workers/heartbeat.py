@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from engine.callbacks import Progress
-from engine.result import finite_or_none
-from store.job_store import ChunkRow, Claim, JobStore, LostJob
+from ntklab.engine.callbacks import Progress
+from ntklab.engine.result import finite_or_none
+from ntklab.store.job_store import ChunkRow, Claim, JobStore, LostJob
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The worker's entry point: one `Settings` → one Celery app with the job task → `celery worker`.
 
-    python -m workers [celery worker options]      (also `ntklab worker`)
+    python -m ntklab.workers [celery worker options]      (also `ntklab worker`)
 
 runs one worker node on `settings.queue` with one pool process (one job at a time per
 GPU); options such as `-n gpu0@%h` or `--loglevel=DEBUG` are passed to Celery. The pool
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 from celery import Celery
 
-from config.settings import Settings
-from workers import tasks
-from workers.celery_app import make_celery
-from workers.threads import worker_threads
+from ntklab.config.settings import Settings
+from ntklab.workers import tasks
+from ntklab.workers.celery_app import make_celery
+from ntklab.workers.threads import worker_threads
 
 
 def worker_app(settings: Settings) -> Celery:

@@ -10,8 +10,8 @@ import logging
 
 from celery import Celery, group
 
-from config.settings import Settings
-from workers.celery_app import TASK_NAME, make_celery
+from ntklab.config.settings import Settings
+from ntklab.workers.celery_app import TASK_NAME, make_celery
 
 log = logging.getLogger(__name__)
 

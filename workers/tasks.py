@@ -49,14 +49,14 @@ from celery.signals import celeryd_after_setup, worker_process_init
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api_schemas.spec import JobSpec
-from config.settings import Settings
-from engine.callbacks import JobCancelled
-from planner.estimate import Estimate, estimate_job, format_bytes
-from store.db import make_engine, make_session_factory
-from store.job_store import ChunkRow, Claim, JobStore, LostJob, MissingUpload
-from workers.celery_app import TASK_NAME
-from workers.heartbeat import MAX_CHUNK_POINTS, JobReporter, SeriesBuffer
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+from ntklab.engine.callbacks import JobCancelled
+from ntklab.planner.estimate import Estimate, estimate_job, format_bytes
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.job_store import ChunkRow, Claim, JobStore, LostJob, MissingUpload
+from ntklab.workers.celery_app import TASK_NAME
+from ntklab.workers.heartbeat import MAX_CHUNK_POINTS, JobReporter, SeriesBuffer
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def _prepare_child(settings: Settings, **_) -> None:
 def _warmed_up(device: str) -> str:
     """Run the warm-up job on `device`; what the ready line says of it. A failed warm-up is logged, not fatal: the
     worker still takes jobs (each fails or succeeds on its own), only the first one pays torch's start-up."""
-    from engine.run import warm_up
+    from ntklab.engine.run import warm_up
 
     try:
         return f"warmed up by a tiny job in {warm_up(device):.2f} s"
@@ -202,8 +202,8 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         log.exception("job %s: its uploads could not be read", claim.job_id)
         store.finish(claim, "failed", error=describe_failure(error))
         return
-    from engine.run import run
-    from engine.uploads import provided
+    from ntklab.engine.run import run
+    from ntklab.engine.uploads import provided
 
     reporter = JobReporter(
         store,
@@ -290,8 +290,8 @@ def with_storage_time(summary: dict, prepared_s: float, written_s: float) -> dic
 
 def read_uploads(store: JobStore, job_id: str, spec: JobSpec):
     """The data set and ONNX model the spec names, read from the database and decoded for the engine."""
-    from api_schemas.spec import DatasetData
-    from engine.uploads import Uploads, load_npy
+    from ntklab.api_schemas.spec import DatasetData
+    from ntklab.engine.uploads import Uploads, load_npy
 
     dataset_ids = (spec.data.id,) if isinstance(spec.data, DatasetData) else ()
     model_ids = (spec.model.id,) if spec.model.kind == "onnx" and spec.model.id else ()
@@ -418,7 +418,7 @@ def final_rows(buffer: SeriesBuffer, series: dict) -> tuple[list[ChunkRow], tupl
 
 def stored_outcome(result, max_artifact_bytes: int) -> tuple[dict, dict[str, tuple[str, bytes]]]:
     """The summary and the artifacts under the size cap; a skipped artifact is named in the summary."""
-    from engine.result import finite_or_none
+    from ntklab.engine.result import finite_or_none
 
     summary = {name: finite_or_none(value) for name, value in result.summary.items()}
     artifacts, skipped = {}, []

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from api_schemas.spec import ModelSpec
 from bench.peers.harness import interleaved, ratio_cell, seconds_cell
-from engine.curvature.lanczos import lanczos_many
-from engine.curvature.operators import loss_hessian_operator
-from engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.curvature.lanczos import lanczos_many
+from ntklab.engine.curvature.operators import loss_hessian_operator
+from ntklab.engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 TOP_K, TOLERANCE, CAP = 4, 1e-3, 100
 TRACE_PROBES = 32

@@ -24,10 +24,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from api_schemas.spec import ModelSpec
 from bench.peers.harness import interleaved, ratio_cell, seconds_cell
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.network import build_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.network import build_network
 
 ROOT = Path(__file__).resolve().parents[2]
 JAX_PYTHON = ROOT / ".venv-jax" / "bin" / "python"

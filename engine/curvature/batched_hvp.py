@@ -31,9 +31,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vjp, vmap
 
-from engine.kernels.per_sample import saved_bytes_per_point
-from engine.nets.activations import apply_head, head_of
-from engine.nets.network import trainable_parameters
+from ntklab.engine.kernels.per_sample import saved_bytes_per_point
+from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.network import trainable_parameters
 
 
 class FlatModel:

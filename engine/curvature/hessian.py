@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from engine.curvature.batched_hvp import BatchedHVP, FlatModel, budget_batch
-from engine.curvature.lanczos import RitzValues, lanczos_many
-from engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
+from ntklab.engine.curvature.batched_hvp import BatchedHVP, FlatModel, budget_batch
+from ntklab.engine.curvature.lanczos import RitzValues, lanczos_many
+from ntklab.engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
 
 Progress = Callable[[int, int], None]
 """progress(hvps_done, hvps_planned), called after each batched product."""

@@ -25,17 +25,17 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from api_schemas.spec import HessianSpectrumDiagnostics
-from engine.curvature.operators import (
+from ntklab.api_schemas.spec import HessianSpectrumDiagnostics
+from ntklab.engine.curvature.operators import (
     Operator,
     loss_hessian_operator,
     model_hessian_operator,
     parameter_groups,
 )
-from engine.curvature.spectral_estimators import spectral_norm, stochastic_lanczos_quadrature
-from engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
-from engine.kernels.per_sample import saved_bytes_per_point
-from engine.nets.network import trainable_parameters
+from ntklab.engine.curvature.spectral_estimators import spectral_norm, stochastic_lanczos_quadrature
+from ntklab.engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
+from ntklab.engine.kernels.per_sample import saved_bytes_per_point
+from ntklab.engine.nets.network import trainable_parameters
 
 
 @dataclass

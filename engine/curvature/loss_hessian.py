@@ -26,16 +26,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.curvature.operators import (
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.curvature.operators import (
     Operator,
     gauss_newton_operator,
     loss_hessian_operator,
     loss_reads,
     residual_operator,
 )
-from engine.curvature.spectral_estimators import spectral_norm
-from engine.kernels.ntk import kernel_spectrum, tangent_kernel
+from ntklab.engine.curvature.spectral_estimators import spectral_norm
+from ntklab.engine.kernels.ntk import kernel_spectrum, tangent_kernel
 
 
 @dataclass

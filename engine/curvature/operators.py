@@ -27,9 +27,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, jvp, vjp, vmap
 
-from engine.nets.activations import apply_head
-from engine.nets.network import trainable_parameters
-from engine.training.losses import summed_loss
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import trainable_parameters
+from ntklab.engine.training.losses import summed_loss
 
 
 @dataclass

@@ -39,7 +39,7 @@ import torch
 from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
-from engine.curvature.lanczos import LanczosRun, lanczos_top_eigenvalues
+from ntklab.engine.curvature.lanczos import LanczosRun, lanczos_top_eigenvalues
 
 Matmat = Callable[[Tensor], Tensor]
 """V [b, p] ↦ (A vᵢ)ᵢ [b, p]: the operator applied to a batch of vectors."""

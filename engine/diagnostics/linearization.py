@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jvp
 
-from engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head, head_of
 
 
 def linearization_errors(

@@ -31,12 +31,12 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, hessian
 
-from api_schemas.run_warnings import RunWarning
-from api_schemas.spec import HessianDiagnostics, InfiniteWidthDiagnostics, JobSpec, TrainingSpec
-from engine.curvature.hessian import HessianReport
-from engine.kernels.ntk import kernel_trace_by_parameter
-from engine.nets.activations import apply_head, head_of
-from engine.training.data import Dataset
+from ntklab.api_schemas.run_warnings import RunWarning
+from ntklab.api_schemas.spec import HessianDiagnostics, InfiniteWidthDiagnostics, JobSpec, TrainingSpec
+from ntklab.engine.curvature.hessian import HessianReport
+from ntklab.engine.kernels.ntk import kernel_trace_by_parameter
+from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.training.data import Dataset
 
 DOMINANT_SHARE = 0.9
 SWISH_MIN = -0.2784645427610738

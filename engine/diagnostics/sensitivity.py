@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head, head_of
 
 
 @dataclass

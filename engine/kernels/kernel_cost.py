@@ -19,10 +19,10 @@ from collections.abc import Callable
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from engine.kernels.layer_capture import DirectUse, capture
-from engine.kernels.per_sample import SavedBytes
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from planner.kernel_cost_model import (  # noqa: F401  (the cost model, used through this module by ntk.py)
+from ntklab.engine.kernels.layer_capture import DirectUse, capture
+from ntklab.engine.kernels.per_sample import SavedBytes
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.planner.kernel_cost_model import (  # noqa: F401  (the cost model, used through this module by ntk.py)
     MEMORY_BUDGET_BYTES,
     METHODS,
     Cost,

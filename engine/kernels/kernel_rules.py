@@ -47,10 +47,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.kernels.symmetric_gram import add_gram, mirror
-from engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
-from planner.kernel_cost_model import (  # noqa: F401  (the FLOP counts, torch-free, shared with the service's estimate)
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.kernels.symmetric_gram import add_gram, mirror
+from ntklab.engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.planner.kernel_cost_model import (  # noqa: F401  (the FLOP counts, torch-free, shared with the service's estimate)
     POSITION_SUM_SLOWDOWN,
     bias_flops,
     dense_flops,

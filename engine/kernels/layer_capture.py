@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from engine.kernels import kernel_rules
+from ntklab.engine.kernels import kernel_rules
 
 
 @dataclass

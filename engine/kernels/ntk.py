@@ -43,7 +43,7 @@ auto        With the probe points, the cost model of kernel_cost.py: with F the 
             Without the points (resolve_method(net, "auto")): structured when every trainable
             parameter is covered, else jacobian.
 
-Every method calls `checkpoint()` (engine.callbacks.Checkpoint) between its units of work:
+Every method calls `checkpoint()` (ntklab.engine.callbacks.Checkpoint) between its units of work:
 structured after each batched backward pass, each layer's rule, each chunk of a rule (kernel_rules.py) and each
 chunk of per-sample gradients (per_sample.py);
 jacobian after the Jacobian and each parameter tensor's J Jᵀ; ntk_vp after each block of columns, a
@@ -64,14 +64,14 @@ from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.kernels import kernel_cost
-from engine.kernels.kernel_rules import add_direct_kernel, add_layer_kernel
-from engine.kernels.layer_capture import capture, fallback_names, rule_parameters
-from engine.kernels.per_sample import per_sample_kernel, saved_bytes_per_point
-from engine.kernels.symmetric_gram import add_gram, mirror
-from engine.nets.activations import apply_head, head_of
-from engine.nets.network import trainable_parameters
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.kernels import kernel_cost
+from ntklab.engine.kernels.kernel_rules import add_direct_kernel, add_layer_kernel
+from ntklab.engine.kernels.layer_capture import capture, fallback_names, rule_parameters
+from ntklab.engine.kernels.per_sample import per_sample_kernel, saved_bytes_per_point
+from ntklab.engine.kernels.symmetric_gram import add_gram, mirror
+from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.network import trainable_parameters
 
 Method = Literal["structured", "jacobian", "ntk_vp"]
 Of = Literal["outputs", "logits"]

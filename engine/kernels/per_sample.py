@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
 
-from engine.callbacks import Checkpoint, no_checkpoint
-from planner.kernel_cost_model import panel_and_chunk, passes  # noqa: F401  (the panel arithmetic, torch-free)
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.planner.kernel_cost_model import panel_and_chunk, passes  # noqa: F401  (the panel arithmetic, torch-free)
 
 
 def per_sample_kernel(

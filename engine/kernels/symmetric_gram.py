@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from planner.kernel_cost_model import BLOCK_ROWS
+from ntklab.planner.kernel_cost_model import BLOCK_ROWS
 
 
 def add_gram(K: Tensor, X: Tensor, O: int, alpha: float = 1.0, point_gram: Tensor | None = None) -> Tensor:

@@ -60,8 +60,8 @@ import torch
 from scipy.special import roots_hermitenorm
 from torch import Tensor
 
-from engine.limits import gaussian_quadrature
-from engine.nets.activations import hidden_activation
+from ntklab.engine.limits import gaussian_quadrature
+from ntklab.engine.nets.activations import hidden_activation
 
 ORDERS = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 MAX_TERMS = 512

@@ -29,18 +29,18 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, Flatten, GlobalAvgPool, Residual
-from api_schemas.graph_plan import PlannedLayer, layer_bias
-from api_schemas.infinite_width import refusal
-from api_schemas.spec import JobSpec, ModelSpec
-from engine.artifacts import npy_artifact
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.kernels.ntk import tangent_kernel
-from engine.limits import limit_maps
-from engine.limits.limit_maps import Moments
-from engine.nets.parameterization import multiplier_and_std
-from engine.result import Artifact, Scalar
-from planner.architecture import graph_input_shape, plan_model_graph, plan_network
+from ntklab.api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, Flatten, GlobalAvgPool, Residual
+from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
+from ntklab.api_schemas.infinite_width import refusal
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.engine.artifacts import npy_artifact
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.limits import limit_maps
+from ntklab.engine.limits.limit_maps import Moments
+from ntklab.engine.nets.parameterization import multiplier_and_std
+from ntklab.engine.result import Artifact, Scalar
+from ntklab.planner.architecture import graph_input_shape, plan_model_graph, plan_network
 
 LayerMap = Callable[[Moments], Moments]
 

@@ -40,9 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.limits import gauss_hermite
-from engine.limits.diagonal_windows import DiagonalWindow
-from engine.nets.activations import hidden_activation
+from ntklab.engine.limits import gauss_hermite
+from ntklab.engine.limits.diagonal_windows import DiagonalWindow
+from ntklab.engine.nets.activations import hidden_activation
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from engine.nets.layers import ScaledLinear
+from ntklab.engine.nets.layers import ScaledLinear
 
 
 class SelfAttention(nn.Module):

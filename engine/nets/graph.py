@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from api_schemas.graph import (
+from ntklab.api_schemas.graph import (
     ActivationLayer,
     AvgPool,
     Conv2d,
@@ -38,14 +38,14 @@ from api_schemas.graph import (
     Residual,
     SelfAttention,
 )
-from api_schemas.graph_plan import PlannedLayer, layer_bias
-from api_schemas.spec import ModelSpec
-from engine.nets import graph_layers
-from engine.nets.activations import apply_head
-from engine.nets.attention import SelfAttention as SelfAttentionModule
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
-from planner.architecture import plan_model_graph
+from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.nets import graph_layers
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.attention import SelfAttention as SelfAttentionModule
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
+from ntklab.planner.architecture import plan_model_graph
 
 
 class GraphNetwork(nn.Module):

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from engine.nets.activations import hidden_activation
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding
+from ntklab.engine.nets.activations import hidden_activation
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding
 
 
 class Activation(nn.Module):

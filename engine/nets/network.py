@@ -23,7 +23,7 @@ torch.Generator seeded with `seed`, layer by layer (weight, then bias), then cas
 seed gives the same network on every device and dtype. `train_output_layer=False`
 freezes the readout (requires_grad False).
 
-The layer sizes and the parameter count come from planner.architecture (arithmetic on
+The layer sizes and the parameter count come from ntklab.planner.architecture (arithmetic on
 the spec, shared with the service's caps); this module builds and initialises the layers.
 A layer graph (kind "graph") is built by engine/nets/graph.py, an uploaded ONNX model
 (kind "onnx") by engine/nets/onnx_model.py from the bytes the worker provides.
@@ -34,13 +34,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from api_schemas.spec import ModelSpec
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.nets.activations import apply_head, hidden_activation
-from engine.nets.graph import GraphNetwork, build_graph_network
-from engine.nets.layers import ScaledConv2d, ScaledLinear
-from engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
-from planner.architecture import LayerPlan, plan_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.nets.activations import apply_head, hidden_activation
+from ntklab.engine.nets.graph import GraphNetwork, build_graph_network
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledLinear
+from ntklab.engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
+from ntklab.planner.architecture import LayerPlan, plan_network
 
 
 class Stage(nn.Module):
@@ -128,8 +128,8 @@ def build_network(
     if model.kind == "graph":
         return build_graph_network(model, input_shape, seed=seed, dtype=dtype, device=device)
     if model.kind == "onnx":
-        from engine.nets.onnx_model import build_onnx_network
-        from engine.uploads import model as uploaded_model
+        from ntklab.engine.nets.onnx_model import build_onnx_network
+        from ntklab.engine.uploads import model as uploaded_model
 
         return build_onnx_network(model, uploaded_model(model.id), dtype=dtype, device=device, checkpoint=checkpoint)
     plan = plan_network(model, input_shape)

@@ -29,8 +29,8 @@ from the network's input (not a constant):
                                                                → ScaledEmbedding, negative ids from the end
     every other floating-point initializer with ≥ 1 dimension → a parameter in `weights`
 
-so the structured tangent kernel (engine.kernels.ntk) covers those layers' weights and biases
-wherever each call is batched over the points (engine.kernels.layer_capture checks it on the
+so the structured tangent kernel (ntklab.engine.kernels.ntk) covers those layers' weights and biases
+wherever each call is batched over the points (ntklab.engine.kernels.layer_capture checks it on the
 probe points). Fallback parameters (per-sample gradients) are the rest: LayerNorm / BatchNorm /
 GroupNorm γ, β, recurrent weights, class tokens, layer scales, tied weights, 3-D convolutions,
 and layers whose calls are not batched — a position table read at ids [1, T] shared by all
@@ -44,7 +44,7 @@ ntk or mup a layer's weight holds the initializer divided by the layer's multipl
 `net.initializer_views()` are the parameters under those names and in those shapes (saved
 weights use them: engine/artifacts.py).
 Running statistics of a batch norm
-(api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
+(ntklab.api_schemas.uploads.trainable_initializers), scalar and integer initializers and Constant
 nodes are constants (buffers). A node whose inputs are all constants (shape arithmetic,
 masks, rotary tables) is computed once, here, and its outputs are constants too. Casts to a
 float type cast to the network's dtype, so a float64 job stays float64 throughout.
@@ -68,14 +68,14 @@ import torch
 from onnx import TensorProto, numpy_helper
 from torch import Tensor, nn
 
-from api_schemas.spec import ModelSpec
-from api_schemas.uploads import constant_names, node_description, trainable_initializers
-from engine.callbacks import Checkpoint, no_checkpoint
-from engine.nets.activations import apply_head
-from engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
-from engine.nets.onnx_ops.activations import ACTIVATIONS
-from engine.nets.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
-from engine.nets.onnx_parameterization import reparameterize_
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.uploads import constant_names, node_description, trainable_initializers
+from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.engine.nets.onnx_ops.activations import ACTIVATIONS
+from ntklab.engine.nets.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
+from ntklab.engine.nets.onnx_parameterization import reparameterize_
 
 LAYERS = ("Gemm", "MatMul", "Conv")
 
@@ -169,7 +169,7 @@ class OnnxNetwork(nn.Module):
         """The value of a constant (initializer or Constant node) known when converting, else None."""
         return self._values.get(name)
 
-    # ---- the network interface of engine.nets.network.Network
+    # ---- the network interface of ntklab.engine.nets.network.Network
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits f(w; x), [n, O]."""
@@ -580,7 +580,7 @@ class _Converter:
     def _fold(self, step: Step) -> bool:
         """Compute a node whose inputs are all constants now, once; its outputs become constants. False if it is not one.
 
-        Constants as api_schemas.uploads.constant_names defines them (the rule the API's upload check costs and bounds
+        Constants as ntklab.api_schemas.uploads.constant_names defines them (the rule the API's upload check costs and bounds
         folding by: service/onnx_upload.py)."""
         if any(name and name not in self.constants for name in step.inputs):
             return False

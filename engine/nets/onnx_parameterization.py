@@ -36,7 +36,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 
 INPUT, HIDDEN, READOUT = "input", "hidden", "readout"
 

@@ -4,9 +4,9 @@ Every source yields x of shape [n, d] and y of shape [n, O] (float), but for an 
 whose y is integers in one column: those are class labels c [n] (int64, c_i ∈ [0, O)) for
 cross-entropy (engine/training/losses.py; the spec refuses mse on them). Images are then
 reshaped to [n, C, H, W] for convolutional models. An uploaded data set (kind "dataset",
-arrays provided by engine.uploads) keeps each point's shape, is cut to its first
+arrays provided by ntklab.engine.uploads) keeps each point's shape, is cut to its first
 n_train points, and keeps integer x as int64 token ids for a model that takes integers
-(api_schemas.spec.takes_integer_inputs; float for mlp, cnn and resnet); an ONNX model gets
+(ntklab.api_schemas.spec.takes_integer_inputs; float for mlp, cnn and resnet); an ONNX model gets
 its points in the shape of its input. Targets of a classification set are
 
     onehot: y_i = e_{c_i} ∈ {0, 1}^k          (O = k)
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from sklearn import datasets as sk
 
-from api_schemas.spec import (
+from ntklab.api_schemas.spec import (
     BuiltinData,
     DatasetData,
     GaussianMixtureData,
@@ -36,7 +36,7 @@ from api_schemas.spec import (
     Targets,
     takes_integer_inputs,
 )
-from engine import uploads
+from ntklab.engine import uploads
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from api_schemas.spec import TrainingSpec
-from engine.callbacks import Callbacks, JobCancelled, Progress
-from engine.nets.network import Network, trainable_parameters
-from engine.training.data import Dataset
-from engine.training.losses import summed_loss
+from ntklab.api_schemas.spec import TrainingSpec
+from ntklab.engine.callbacks import Callbacks, JobCancelled, Progress
+from ntklab.engine.nets.network import Network, trainable_parameters
+from ntklab.engine.training.data import Dataset
+from ntklab.engine.training.losses import summed_loss
 
 Observer = Callable[[int, float, bool], None]
 """observe(step, loss at w_step, final) — called at every step before the update."""

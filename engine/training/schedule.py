@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from api_schemas.spec import KernelDiagnostics
+from ntklab.api_schemas.spec import KernelDiagnostics
 
 LOSS_POINTS = 1000
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from store.sweep_specs import apply_patch
+from ntklab.store.sweep_specs import apply_patch
 
 revision: str = "0005"
 down_revision: str | Sequence[str] | None = "0004"

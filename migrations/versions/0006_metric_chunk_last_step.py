@@ -3,7 +3,7 @@
 A reader that already holds a series up to step N (GET /v1/jobs/{id}/metrics?since_step=N, the
 dashboard's live job page) reads only the chunks with last_step > N: a range of the index
 (job_id, last_step) instead of every chunk of the job. The column is filled in on insert from the
-chunk's steps (store.models); chunks stored before are filled in here. Only a column and an index
+chunk's steps (ntklab.store.models); chunks stored before are filled in here. Only a column and an index
 are added (no table rebuild on SQLite, see 0005).
 
 Revision ID: 0006

@@ -1,6 +1,6 @@
 """Models: trainable, the trainable initializers (name, shape) of an uploaded ONNX model.
 
-Counted at upload by api_schemas.uploads.trainable_initializers (the rule the SDK and the
+Counted at upload by ntklab.api_schemas.uploads.trainable_initializers (the rule the SDK and the
 worker's converter use), so that a client can check an upload against its module's
 named_parameters(). Nullable: models uploaded before this revision answer `trainable: null`
 (their `parameters` count is unchanged). Only a nullable column is added (no table rebuild

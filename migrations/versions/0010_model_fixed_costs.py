@@ -1,7 +1,7 @@
 """Models: what an uploaded ONNX model costs whatever the batch — folded constants and per-pass nodes.
 
 Counted at upload from the protobuf (shape inference, nothing run; service/onnx_upload.py), with
-the nodes split as the worker's converter splits them (api_schemas.uploads.constant_names):
+the nodes split as the worker's converter splits them (ntklab.api_schemas.uploads.constant_names):
 constant_bytes = Σ over the outputs of nodes computed from constants alone (folded once at
 conversion, then held for the job) of their bytes, floats at 8; constant_elements = their float
 elements (a float32 job holds those at 4 bytes); folding_flops = the FLOPs of folding them;

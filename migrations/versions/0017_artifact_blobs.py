@@ -27,7 +27,7 @@ down_revision: str | Sequence[str] | None = "0016"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-CHUNK_BYTES = 1 << 20  # store.uploads_repo.BLOB_CHUNK_BYTES when this revision was written
+CHUNK_BYTES = 1 << 20  # ntklab.store.uploads_repo.BLOB_CHUNK_BYTES when this revision was written
 FOREIGN_KEY = "artifacts_blob_id_fkey"
 
 jobs = sa.table("jobs", sa.column("id"), sa.column("owner"))

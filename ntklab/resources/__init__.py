@@ -1,7 +1,7 @@
 """The client's resources: jobs, sweeps, presets, data sets and models, each in a sync and an async flavour."""
 
-from api_schemas.resources import ArtifactInfo
-from api_schemas.sweeps import SweepRow
+from ntklab.api_schemas.resources import ArtifactInfo
+from ntklab.api_schemas.sweeps import SweepRow
 from ntklab.resources.datasets import AsyncDatasets, Dataset, Datasets
 from ntklab.resources.jobs import (
     AsyncJob,

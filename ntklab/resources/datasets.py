@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict
 
-from api_schemas import uploads as wire
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
+from ntklab.api_schemas import uploads as wire
 from ntklab.pagination import AsyncPaginator, Page
 
 
 class Dataset(wire.Dataset):
-    """A data set as the service reports it (api_schemas.uploads.Dataset)."""
+    """A data set as the service reports it (ntklab.api_schemas.uploads.Dataset)."""
 
     model_config = ConfigDict(extra="allow")
 

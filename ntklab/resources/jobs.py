@@ -14,12 +14,12 @@ import httpx
 import numpy as np
 from pydantic import ConfigDict, PrivateAttr
 
-from api_schemas import resources as wire
-from api_schemas.resources import ArtifactInfo
-from api_schemas.series import JOB_FIGURE
 from ntklab._download import PathLike, async_download_to, download_to
 from ntklab._http import Deadline, poll_delay
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
+from ntklab.api_schemas import resources as wire
+from ntklab.api_schemas.resources import ArtifactInfo
+from ntklab.api_schemas.series import JOB_FIGURE
 from ntklab.errors import JobFailedError, WaitTimeoutError
 from ntklab.pagination import AsyncPaginator, Page
 from ntklab.progress import ProgressBar
@@ -35,7 +35,7 @@ PLOTTED_SERIES = JOB_FIGURE
 
 
 class Job(wire.Job):
-    """A job as the service reports it (api_schemas.resources.Job); `plot()` draws its
+    """A job as the service reports it (ntklab.api_schemas.resources.Job); `plot()` draws its
     ΔK(t), loss and weight change. Fields a newer service adds are kept, not refused. `spec` and `summary`
     are plain dicts, as sent (the wire types them as JobSpec and JobSummary), so they index as they print."""
 
@@ -87,7 +87,7 @@ def _figure(job: Job, metrics: Mapping[str, MetricSeries], path: str | None) -> 
 
 
 class JobDryRun(wire.JobDryRun):
-    """What `jobs.estimate` returns (api_schemas.resources.JobDryRun): the job's memory, FLOPs and seconds per
+    """What `jobs.estimate` returns (ntklab.api_schemas.resources.JobDryRun): the job's memory, FLOPs and seconds per
     phase at the service's rates (`rates`, with their source) and the caps it is within, and `by_worker_class`: the
     same phases calibrated by each worker class's measured throughput (empty before any job succeeded); nothing
     was submitted."""
@@ -96,7 +96,7 @@ class JobDryRun(wire.JobDryRun):
 
 
 class JobUpdate(wire.JobUpdate):
-    """What `jobs.updates` returns (api_schemas.resources.JobUpdate): the job without its spec, and the
+    """What `jobs.updates` returns (ntklab.api_schemas.resources.JobUpdate): the job without its spec, and the
     metric points recorded after step `since_step` (all of them when it was None) as `{name: Series}`."""
 
     model_config = ConfigDict(extra="allow")

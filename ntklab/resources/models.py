@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import ConfigDict
 
-from api_schemas import uploads as wire
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
+from ntklab.api_schemas import uploads as wire
 from ntklab.onnx_export import export_module
 from ntklab.pagination import AsyncPaginator, Page
 
@@ -31,7 +31,7 @@ REFUSED_CHECKPOINT = (
 
 
 class Model(wire.Model):
-    """An uploaded ONNX model as the service reports it (api_schemas.uploads.Model)."""
+    """An uploaded ONNX model as the service reports it (ntklab.api_schemas.uploads.Model)."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from api_schemas.sweeps import PresetInfo
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
+from ntklab.api_schemas.sweeps import PresetInfo
 from ntklab.resources.sweeps import Sweep, idempotency_header
 
 Scale = Literal["smoke", "cpu", "paper"]

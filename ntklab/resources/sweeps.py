@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import ConfigDict, Field
 
-from api_schemas import sweeps as wire
 from ntklab._http import Deadline, poll_delay
 from ntklab._resource import AsyncAPIResource, SyncAPIResource
+from ntklab.api_schemas import sweeps as wire
 from ntklab.errors import WaitTimeoutError
 from ntklab.pagination import AsyncPage, AsyncPaginator, Page
 from ntklab.progress import ProgressBar
@@ -26,7 +26,7 @@ SWEEP_FINISHED = ("succeeded", "failed", "cancelled", "partial")
 
 
 class Sweep(wire.Sweep):
-    """A sweep as the service reports it (api_schemas.sweeps.Sweep): status, counts, table, fits.
+    """A sweep as the service reports it (ntklab.api_schemas.sweeps.Sweep): status, counts, table, fits.
 
     `spec` (the wire's SweepSpec) and `fits` are plain dicts, so they print and tabulate as they are;
     a fit has y, x, group_by, group, slope, slope_low, slope_high, intercept, r_squared, points,
@@ -58,14 +58,14 @@ class Sweep(wire.Sweep):
         service fit and draw any pair. Saved to `path` (.png, .svg, .pdf) if given, a
         .png with a .pdf and an .svg beside it.
         """
-        from analysis.figure_titles import figure_title
+        from ntklab.analysis.figure_titles import figure_title
         from ntklab.plots import sweep_figure
 
         return sweep_figure(self.fits, x=x, y=y, title=figure_title(self.name, self.tags) or self.id, path=path)
 
 
 class SweepSummary(wire.SweepSummary):
-    """A sweep as `client.sweeps.list()` yields it (api_schemas.sweeps.SweepSummary): status, counts and
+    """A sweep as `client.sweeps.list()` yields it (ntklab.api_schemas.sweeps.SweepSummary): status, counts and
     grid axes, without its spec, table or fits (`client.sweeps.retrieve(summary.id)` has those)."""
 
     model_config = ConfigDict(extra="allow")

@@ -33,14 +33,14 @@ from cachetools import TTLCache
 from sqlalchemy.orm import Session
 from starlette.datastructures import Headers
 
-from api_schemas import problems as types
-from api_schemas.problems import Problem
-from config.settings import Settings
-from service.clock import Clock
-from service.problems import ProblemError
-from service.rate_limit import RateLimiter
-from store import api_keys
-from store.models import ANONYMOUS
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import Problem
+from ntklab.config.settings import Settings
+from ntklab.service.clock import Clock
+from ntklab.service.problems import ProblemError
+from ntklab.service.rate_limit import RateLimiter
+from ntklab.store import api_keys
+from ntklab.store.models import ANONYMOUS
 
 KEY_HEADER = "X-API-Key"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ntklab"'}

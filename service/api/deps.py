@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from config.settings import Settings
-from service.api.auth import Caller, authenticate
-from workers.queue import Broker
+from ntklab.config.settings import Settings
+from ntklab.service.api.auth import Caller, authenticate
+from ntklab.workers.queue import Broker
 
 
 def app_settings(request: Request) -> Settings:
@@ -21,9 +21,9 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 def session(request: Request) -> Iterator[Session]:
-    """One session per request; a GET or HEAD gets an autocommit one (store.db: no BEGIN/ROLLBACK).
+    """One session per request; a GET or HEAD gets an autocommit one (ntklab.store.db: no BEGIN/ROLLBACK).
 
-    It connects at its first statement, after the body was read (service.caps.BodySizeLimit reads
+    It connects at its first statement, after the body was read (ntklab.service.caps.BodySizeLimit reads
     every body but an upload's before the app runs; the upload routes take no session), and it is
     closed when the route's function returns (`scope="function"`), before the response is sent: a
     client slow to read its answer holds no connection either."""

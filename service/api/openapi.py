@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from api_schemas.problems import PROBLEM_MEDIA_TYPE
+from ntklab.api_schemas.problems import PROBLEM_MEDIA_TYPE
 
 JSON_MEDIA_TYPE = "application/json"
 BINARY = {"type": "string", "format": "binary"}

@@ -8,11 +8,11 @@ names a seq outside the column's range 1…2³¹−1 — is a 400 problem naming
 
 from __future__ import annotations
 
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from config.settings import Settings
-from service.problems import ProblemError
-from store import jobs_repo
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.config.settings import Settings
+from ntklab.service.problems import ProblemError
+from ntklab.store import jobs_repo
 
 DEFAULT_PAGE_SIZE = 20
 """Rows per page when a list request gives no `limit`."""

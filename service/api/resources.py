@@ -12,13 +12,13 @@ from collections import Counter
 
 from fastapi import Response
 
-from analysis import sweep_table
-from analysis.sweep_table import fit_results
-from api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSpec, SweepSummary
-from config.settings import Settings
-from service.api import paging
-from service.submission import Submitted
-from store import models, sweeps_repo
+from ntklab.analysis import sweep_table
+from ntklab.analysis.sweep_table import fit_results
+from ntklab.api_schemas.sweeps import FitResult, FitSpec, Sweep, SweepSpec, SweepSummary
+from ntklab.config.settings import Settings
+from ntklab.service.api import paging
+from ntklab.service.submission import Submitted
+from ntklab.store import models, sweeps_repo
 
 
 def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
@@ -30,7 +30,7 @@ def as_utc(moment: dt.datetime | None) -> dt.datetime | None:
 
 def submitted_sweep(session, submitted: Submitted[models.Sweep], settings: Settings, public_url: str) -> Response:
     """The 202 of POST /v1/sweeps and POST /v1/presets/{name}: the sweep, where to poll it, and whether it is a replay.
-    `public_url` is the base of the Location header (service.api.deps.public_url)."""
+    `public_url` is the base of the Location header (ntklab.service.api.deps.public_url)."""
     sweep = submitted.row
     headers = {"Location": f"{public_url}/v1/sweeps/{sweep.id}", "Retry-After": str(settings.retry_after_s)}
     if submitted.replayed:

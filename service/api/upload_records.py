@@ -5,11 +5,11 @@ Shared by /v1/datasets and /v1/models (service/api/routes/), which differ only i
 
 from __future__ import annotations
 
-from api_schemas import problems as types
-from config.settings import Settings
-from service.api import paging
-from service.problems import ProblemError
-from store import uploads_repo
+from ntklab.api_schemas import problems as types
+from ntklab.config.settings import Settings
+from ntklab.service.api import paging
+from ntklab.service.problems import ProblemError
+from ntklab.store import uploads_repo
 
 
 def page(session, table, scope: str | None, settings: Settings, limit: int, after: str | None):

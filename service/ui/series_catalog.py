@@ -1,6 +1,6 @@
 """static/js/series_catalog.js, the dashboard's copy of api_schemas/series.py, written from it.
 
-    python -m service.ui.series_catalog     # rewrite the file after changing api_schemas/series.py
+    python -m ntklab.service.ui.series_catalog     # rewrite the file after changing api_schemas/series.py
 
 The dashboard loads it as an ES module beside series.js: JOB_CHARTS ({title, names, logY, id}) and
 SERIES_LABELS ({name: legend label}) in the shapes series.js exports, and SERIES ({name: definition}).
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from api_schemas.series import JOB_CHARTS, SERIES
+from ntklab.api_schemas.series import JOB_CHARTS, SERIES
 
 CATALOG = Path(__file__).parent / "static" / "js" / "series_catalog.js"
-HEADER = "// Generated from api_schemas/series.py by `python -m service.ui.series_catalog`: do not edit.\n"
+HEADER = "// Generated from api_schemas/series.py by `python -m ntklab.service.ui.series_catalog`: do not edit.\n"
 
 
 def render() -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.figure_titles import figure_title
-from service.presets import PRESETS
+from ntklab.analysis.figure_titles import figure_title
+from ntklab.service.presets import PRESETS
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from analysis.fit_figure import chosen_fits, fits_figure
-from analysis.sweep_plot import render_fits
-from api_schemas.sweeps import FitPoint, FitResult, FitSpec
+from ntklab.analysis.fit_figure import chosen_fits, fits_figure
+from ntklab.analysis.sweep_plot import render_fits
+from ntklab.api_schemas.sweeps import FitPoint, FitResult, FitSpec
 
 
 def _fit(
@@ -172,12 +172,12 @@ def test_service_rendering_is_that_figure_as_png_or_svg():
 def test_drawing_needs_neither_scipy_nor_pyplot_and_importing_it_loads_no_matplotlib():
     code = (
         "import io, sys\n"
-        "from analysis.fit_figure import fits_figure\n"
-        "from api_schemas.sweeps import FitResult\n"
+        "from ntklab.analysis.fit_figure import fits_figure\n"
+        "from ntklab.api_schemas.sweeps import FitResult\n"
         "assert 'matplotlib' not in sys.modules\n"
         f"fit = FitResult.model_validate_json({IDENTITY.model_dump_json()!r})\n"
         "fits_figure([fit], x='x', y='y').savefig(io.BytesIO(), format='png')\n"
-        "print(sorted(m for m in ('scipy', 'analysis.fits', 'matplotlib.pyplot', 'torch') if m in sys.modules))\n"
+        "print(sorted(m for m in ('scipy', 'ntklab.analysis.fits', 'matplotlib.pyplot', 'torch') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

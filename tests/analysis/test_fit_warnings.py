@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from analysis.sweep_table import SweepRow, fit_results, table
-from api_schemas.sweeps import FitSpec
+from ntklab.analysis.sweep_table import SweepRow, fit_results, table
+from ntklab.api_schemas.sweeps import FitSpec
 
 NOT_REACHED = {
     "code": "target_loss_not_reached",

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis.fits import average_repeats, fit_power_law
+from ntklab.analysis.fits import average_repeats, fit_power_law
 
 
 def test_exact_power_law_recovers_slope_and_intercept():

@@ -6,18 +6,24 @@ import ast
 import sys
 from pathlib import Path
 
-import analysis
+from ntklab import analysis
 
-ALLOWED = {"numpy", "scipy", "matplotlib", "api_schemas", "analysis", "__future__"}
+ALLOWED = {"numpy", "scipy", "matplotlib", "ntklab.api_schemas", "ntklab.analysis", "__future__"}
+
+
+def _root(module: str) -> str:
+    """`numpy.linalg` → numpy; `ntklab.api_schemas.spec` → ntklab.api_schemas."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "ntklab" else parts[0]
 
 
 def _imported_roots(path: Path) -> set[str]:
     roots = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            roots |= {alias.name.split(".")[0] for alias in node.names}
+            roots |= {_root(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            roots.add(node.module.split(".")[0])
+            roots.add(_root(node.module))
     return roots
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.labels import axis_label, group_label, is_bottleneck, series_label
+from ntklab.analysis.labels import axis_label, group_label, is_bottleneck, series_label
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from analysis.sweep_table import (
+from ntklab.analysis.sweep_table import (
     SweepRow,
     derive_status,
     describe,
@@ -18,7 +18,7 @@ from analysis.sweep_table import (
     table,
     table_paths,
 )
-from api_schemas.sweeps import FitSpec
+from ntklab.api_schemas.sweeps import FitSpec
 
 WIDTHS = (30, 300, 3000)
 SLOPES = {"identity": -0.5, "swish": 0.0}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.sweep_table import SweepRow, fit_results
-from analysis.width_regime import STANDARD_FIXED_LR, is_width_path
-from api_schemas.sweeps import FitSpec
+from ntklab.analysis.sweep_table import SweepRow, fit_results
+from ntklab.analysis.width_regime import STANDARD_FIXED_LR, is_width_path
+from ntklab.api_schemas.sweeps import FitSpec
 
 BY_PARAMETERIZATION = FitSpec(y="delta_k_max", x="model.hidden.0", group_by=["model.parameterization"])
 

@@ -1,5 +1,5 @@
 """Every shipped example ends without warnings (issue 26, item 5): examples/*.json and examples/graphs/*.json,
-run as written through engine.run (what `ntklab run EXAMPLE --local` runs), finish with an empty
+run as written through ntklab.engine.run (what `ntklab run EXAMPLE --local` runs), finish with an empty
 `warnings` list — no target_loss_not_reached, no hessian_not_converged — unless the example exists to show a
 warning, says so in its name, and is listed in SHOWS_A_WARNING with that code.
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from api_schemas.spec import JobSpec
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
 
 pytestmark = pytest.mark.slow
 

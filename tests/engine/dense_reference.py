@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch.func import functional_call
 
-from engine.nets.activations import apply_head
-from engine.nets.network import trainable_parameters
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import trainable_parameters
 
 
 def dense_hessian(net, x_i: torch.Tensor) -> torch.Tensor:

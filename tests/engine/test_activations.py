@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.nets.activations import HIDDEN_ACTIVATIONS, tanh
+from ntklab.engine.nets.activations import HIDDEN_ACTIVATIONS, tanh
 
 
 def grid(dtype: torch.dtype) -> torch.Tensor:

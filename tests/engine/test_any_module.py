@@ -10,10 +10,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from engine.curvature.hessian import model_hessian
-from engine.diagnostics.linearization import linearization_errors, weight_change
-from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.kernels.ntk import gradient_norms, kernel_spectrum, relative_change, tangent_kernel
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.diagnostics.linearization import linearization_errors, weight_change
+from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
+from ntklab.engine.kernels.ntk import gradient_norms, kernel_spectrum, relative_change, tangent_kernel
 
 METHODS = ("auto", "structured", "jacobian", "ntk_vp")
 

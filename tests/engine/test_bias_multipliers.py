@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch.func import functional_call, jacrev
 
-from api_schemas.spec import JobSpec, ModelSpec
-from engine.nets.network import build_network, trainable_parameters
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.run import run
 
 
 def test_meanfield_readout_bias_enters_with_one_over_root_width():

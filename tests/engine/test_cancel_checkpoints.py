@@ -15,19 +15,19 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
-from engine.callbacks import JobCancelled, NullCallbacks, Progress
-from engine.curvature.hessian import model_hessian
-from engine.curvature.hessian_spectrum import hessian_spectrum
-from engine.curvature.loss_hessian import loss_hessian_split
-from engine.kernels import ntk
-from engine.kernels.ntk import tangent_kernel
-from engine.kernels.per_sample import per_sample_kernel
-from engine.limits.infinite_width import limit_kernels
-from engine.meter import Meter
-from engine.nets.network import build_network
-from engine.nets.onnx_model import build_onnx_network
-from engine.run import run
+from ntklab.api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
+from ntklab.engine.callbacks import JobCancelled, NullCallbacks, Progress
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.curvature.hessian_spectrum import hessian_spectrum
+from ntklab.engine.curvature.loss_hessian import loss_hessian_split
+from ntklab.engine.kernels import ntk
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.kernels.per_sample import per_sample_kernel
+from ntklab.engine.limits.infinite_width import limit_kernels
+from ntklab.engine.meter import Meter
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.nets.onnx_model import build_onnx_network
+from ntklab.engine.run import run
 
 MODEL_ID = "mdl_" + "0" * 32
 

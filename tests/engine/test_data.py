@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.training.data import load_data, standardize
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.training.data import load_data, standardize
 
 
 def spec(data: dict, **model) -> JobSpec:

@@ -18,14 +18,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from api_schemas.base import Activation
-from api_schemas.spec import JobSpec
-from engine.curvature.hessian_spectrum import hessian_spectrum
-from engine.curvature.loss_hessian import loss_hessian_split
-from engine.limits import gauss_hermite
-from engine.nets.network import build_network
-from planner.estimate import estimate_job, spectrum_hvps
-from planner.limit_cost import CLOSED_FORMS, RULES
+from ntklab.api_schemas.base import Activation
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.curvature.hessian_spectrum import hessian_spectrum
+from ntklab.engine.curvature.loss_hessian import loss_hessian_split
+from ntklab.engine.limits import gauss_hermite
+from ntklab.engine.nets.network import build_network
+from ntklab.planner.estimate import estimate_job, spectrum_hvps
+from ntklab.planner.limit_cost import CLOSED_FORMS, RULES
 from tests.engine.test_estimate_peaks import measured_growth
 
 OFF = {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from api_schemas.spec import JobSpec
-from engine.kernels import kernel_cost
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network
-from engine.training.data import load_data
-from planner.estimate import estimate_job
-from planner.forward_profile import forward_profile
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.kernels import kernel_cost
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.training.data import load_data
+from ntklab.planner.estimate import estimate_job
+from ntklab.planner.forward_profile import forward_profile
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = {"hessian": None, "layer_sensitivity": False, "save_kernels": [], "save_weights": False}
@@ -92,8 +92,8 @@ PEAK_SPECS = {
 PROGRAM = """
 import json, sys, time
 import torch
-from api_schemas.spec import JobSpec
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

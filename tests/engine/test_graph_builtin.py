@@ -4,11 +4,11 @@ seed, has the same weights, the same function, the same tangent kernel and the s
 import pytest
 import torch
 
-from api_schemas.spec import ModelSpec
-from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.network import build_network, trainable_parameters
-from planner.builtin_graphs import builtin_as_graph
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.planner.builtin_graphs import builtin_as_graph
 
 CASES = {
     "mlp-bottleneck": ({"hidden": [12, 3, 12], "activation": ["tanh", "identity", "relu"], "output_dim": 3}, (5,)),

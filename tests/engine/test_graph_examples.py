@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.artifacts import load_weights
-from engine.curvature.hessian import model_hessian
-from engine.nets.network import build_network, trainable_parameters
-from engine.run import run
-from engine.training.data import load_data
-from planner.architecture import count_parameters
-from service.grid import set_path
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.artifacts import load_weights
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.run import run
+from ntklab.engine.training.data import load_data
+from ntklab.planner.architecture import count_parameters
+from ntklab.service.grid import set_path
 from tests.engine.dense_reference import dense_hessian
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The one depth limit on nested residuals (api_schemas.graph.MAX_NESTING) is a depth the worker can run.
+"""The one depth limit on nested residuals (ntklab.api_schemas.graph.MAX_NESTING) is a depth the worker can run.
 
 A graph nested MAX_NESTING deep is built and run by the engine, every diagnostic on, inside
 a stack of ENGINE_FRAMES frames; the rest of the interpreter's default 1000 is the
@@ -14,10 +14,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from api_schemas.graph import MAX_NESTING, too_deep
-from api_schemas.spec import JobSpec
-from engine.nets.graph import build_graph_network
-from engine.run import run
+from ntklab.api_schemas.graph import MAX_NESTING, too_deep
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.nets.graph import build_graph_network
+from ntklab.engine.run import run
 
 ENGINE_FRAMES = 700
 

@@ -8,14 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from api_schemas.spec import JobSpec, ModelSpec
-from engine.curvature.hessian import model_hessian
-from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.graph_layers import Residual
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from engine.nets.network import build_network, trainable_parameters
-from planner.architecture import count_parameters, plan_model_graph
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.graph_layers import Residual
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.planner.architecture import count_parameters, plan_model_graph
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = {

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from api_schemas.graph import Dense
-from api_schemas.graph_plan import GraphShapeError, plan_graph
-from api_schemas.spec import JobSpec, ModelSpec
-from planner.architecture import count_parameters, plan_model_graph
-from planner.builtin_graphs import builtin_as_graph
-from service.grid import expand_grid
+from ntklab.api_schemas.graph import Dense
+from ntklab.api_schemas.graph_plan import GraphShapeError, plan_graph
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.planner.architecture import count_parameters, plan_model_graph
+from ntklab.planner.builtin_graphs import builtin_as_graph
+from ntklab.service.grid import expand_grid
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples" / "graphs").glob("*.json"))
@@ -212,16 +212,16 @@ def test_a_sweep_varies_graph_widths_by_dotted_paths():
 
 CAPS_PROGRAM = """
 import json, sys
-from api_schemas.spec import JobSpec
-from config.settings import Settings
-import service.caps
-from service.problems import ProblemError
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+import ntklab.service.caps
+from ntklab.service.problems import ProblemError
 
 specs = json.loads(sys.argv[1])
 counts, fields = {}, {}
 for name, body in specs.items():
     try:
-        counts[name] = service.caps.check_spec_caps(JobSpec.model_validate(body), Settings(max_width=40))
+        counts[name] = ntklab.service.caps.check_spec_caps(JobSpec.model_validate(body), Settings(max_width=40))
     except ProblemError as error:
         fields[name] = [e.field for e in error.problem.errors]
 print(json.dumps({"counts": counts, "fields": fields, "torch": [m for m in sys.modules if m.split(".")[0] == "torch"]}))

@@ -33,11 +33,11 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.curvature.hessian import model_hessian
-from engine.nets.network import build_network
-from engine.run import run
-from engine.training.data import load_data
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.run import run
+from ntklab.engine.training.data import load_data
 
 pytestmark = pytest.mark.slow
 

@@ -2,11 +2,11 @@ import pytest
 import torch
 from torch.func import functional_call, hessian
 
-from api_schemas.spec import ModelSpec
-from engine.curvature.hessian import hessian_vector_product, model_hessian
-from engine.curvature.lanczos import lanczos_top_eigenvalues
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.curvature.hessian import hessian_vector_product, model_hessian
+from ntklab.engine.curvature.lanczos import lanczos_top_eigenvalues
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 TINY = {
     "linear-head": dict(hidden=[6], activation="tanh", output_dim=2),

@@ -11,12 +11,12 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from api_schemas.spec import ModelSpec
-from engine.curvature.batched_hvp import BatchedHVP, FlatModel
-from engine.curvature.hessian import model_hessian
-from engine.curvature.lanczos import lanczos_many, lanczos_top_eigenvalues
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.curvature.batched_hvp import BatchedHVP, FlatModel
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.curvature.lanczos import lanczos_many, lanczos_top_eigenvalues
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 NETS = {
     "mlp": (dict(hidden=[12, 10], activation="tanh", output_dim=3, output_activation="swish"), (4,)),

@@ -11,12 +11,16 @@ import torch.nn.functional as F
 from pydantic import ValidationError
 from torch.func import functional_call, hessian
 
-from api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
-from engine.curvature.hessian_spectrum import hessian_spectrum
-from engine.curvature.operators import loss_hessian_operator, model_hessian_operator, parameter_groups
-from engine.curvature.spectral_estimators import gauss_quadrature, lanczos_tridiagonals, stochastic_lanczos_quadrature
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
+from ntklab.engine.curvature.hessian_spectrum import hessian_spectrum
+from ntklab.engine.curvature.operators import loss_hessian_operator, model_hessian_operator, parameter_groups
+from ntklab.engine.curvature.spectral_estimators import (
+    gauss_quadrature,
+    lanczos_tridiagonals,
+    stochastic_lanczos_quadrature,
+)
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 
 def tiny(model: dict, n: int = 8, d: int = 3, seed: int = 0):

@@ -9,14 +9,14 @@ import json
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.artifacts import load_weights
-from engine.callbacks import NullCallbacks
-from engine.curvature.hessian_spectrum import hessian_spectrum
-from engine.curvature.loss_hessian import loss_hessian_split
-from engine.nets.network import build_network
-from engine.run import run
-from engine.training.data import load_data
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.artifacts import load_weights
+from ntklab.engine.callbacks import NullCallbacks
+from ntklab.engine.curvature.hessian_spectrum import hessian_spectrum
+from ntklab.engine.curvature.loss_hessian import loss_hessian_split
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.run import run
+from ntklab.engine.training.data import load_data
 
 SERIES = ("loss_hessian_norm", "gauss_newton_norm", "loss_hessian_rest_norm", "loss_kernel_lambda_min")
 

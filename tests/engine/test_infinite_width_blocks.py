@@ -15,10 +15,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from api_schemas.spec import ModelSpec
-from engine.limits import limit_maps
-from engine.limits.diagonal_windows import DiagonalWindow
-from engine.limits.infinite_width import limit_kernels
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.limits import limit_maps
+from ntklab.engine.limits.diagonal_windows import DiagonalWindow
+from ntklab.engine.limits.infinite_width import limit_kernels
 
 
 def window_reads(grid: tuple[int, int], k: int, stride: int, padding: int) -> torch.Tensor:

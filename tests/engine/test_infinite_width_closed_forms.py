@@ -14,9 +14,9 @@ import pytest
 import torch
 from scipy import integrate, special
 
-from api_schemas.spec import ModelSpec
-from engine.limits import gauss_hermite
-from engine.limits.infinite_width import limit_kernels
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.limits import gauss_hermite
+from ntklab.engine.limits.infinite_width import limit_kernels
 
 X = torch.tensor([[math.sqrt(2), 0.0], [0.0, math.sqrt(2)], [1.0, 1.0]], dtype=torch.float64)
 R = 1 / math.sqrt(2)  # Σ¹(x₁, x₃)

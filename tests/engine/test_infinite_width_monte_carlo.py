@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import ModelSpec
-from engine.kernels.ntk import tangent_kernel
-from engine.limits.infinite_width import kernel_inf_distance, limit_kernels
-from engine.nets.network import build_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.limits.infinite_width import kernel_inf_distance, limit_kernels
+from ntklab.engine.nets.network import build_network
 
 
 def empirical(model: ModelSpec, x: torch.Tensor, seed: int) -> torch.Tensor:

@@ -9,12 +9,12 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from api_schemas.spec import JobSpec
-from engine.kernels.ntk import tangent_kernel
-from engine.limits.infinite_width import kernel_inf_distance, limit_kernels
-from engine.nets.network import build_network
-from engine.run import run
-from engine.training.data import load_data
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.limits.infinite_width import kernel_inf_distance, limit_kernels
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.run import run
+from ntklab.engine.training.data import load_data
 
 
 def spec(model: dict, **diagnostics) -> JobSpec:

@@ -16,12 +16,12 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from bench.bench_kernels import method_row_inputs, method_row_network, method_rows
-from engine.kernels import kernel_cost
-from engine.kernels.layer_capture import capture
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.graph_layers import LayerNorm as GraphLayerNorm
-from engine.nets.layers import ScaledLinear
-from engine.nets.network import trainable_parameters
+from ntklab.engine.kernels import kernel_cost
+from ntklab.engine.kernels.layer_capture import capture
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.graph_layers import LayerNorm as GraphLayerNorm
+from ntklab.engine.nets.layers import ScaledLinear
+from ntklab.engine.nets.network import trainable_parameters
 
 F64 = torch.float64
 T, D_IN, D = 5, 3, 6

@@ -14,14 +14,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from api_schemas.spec import ModelSpec
-from engine.kernels import kernel_cost, kernel_rules, ntk
-from engine.kernels.layer_capture import capture
-from engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
-from engine.kernels.per_sample import per_sample_kernel
-from engine.nets.activations import apply_head
-from engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.kernels import kernel_cost, kernel_rules, ntk
+from ntklab.engine.kernels.layer_capture import capture
+from ntklab.engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
+from ntklab.engine.kernels.per_sample import per_sample_kernel
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 METHODS = ("structured", "jacobian", "ntk_vp")
 F64 = torch.float64

@@ -4,12 +4,12 @@ import pytest
 import torch
 from torch.func import functional_call, jacrev
 
-from api_schemas.spec import ModelSpec
 from bench.bench_kernels import method_row_inputs, method_row_network, method_rows
-from engine.kernels import ntk, symmetric_gram
-from engine.kernels.ntk import kernel_spectrum, relative_change, resolve_method, tangent_kernel
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.kernels import ntk, symmetric_gram
+from ntklab.engine.kernels.ntk import kernel_spectrum, relative_change, resolve_method, tangent_kernel
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 METHODS = ("structured", "jacobian", "ntk_vp")
 

@@ -15,13 +15,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from api_schemas.spec import JobSpec
-from engine.callbacks import NullCallbacks
-from engine.nets.network import build_network, trainable_parameters
-from engine.run import run
-from engine.training.data import load_data
-from engine.training.loop import loss_function, train
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.callbacks import NullCallbacks
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.run import run
+from ntklab.engine.training.data import load_data
+from ntklab.engine.training.loop import loss_function, train
+from ntklab.engine.uploads import Uploads, provided
 
 N, D, C, LR, STEPS = 24, 5, 4, 0.3, 25
 

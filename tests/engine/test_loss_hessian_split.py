@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, hessian, jacrev
 
-from api_schemas.spec import JobSpec, ModelSpec
-from engine.curvature.loss_hessian import loss_hessian_split
-from engine.curvature.operators import gauss_newton_operator, loss_hessian_operator, residual_operator
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
-from engine.training.data import load_data
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.engine.curvature.loss_hessian import loss_hessian_split
+from ntklab.engine.curvature.operators import gauss_newton_operator, loss_hessian_operator, residual_operator
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.training.data import load_data
 
 CASES = {
     "mse, linear head": (dict(hidden=[5], activation="tanh", output_dim=2), "mse"),

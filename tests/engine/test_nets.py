@@ -3,11 +3,11 @@ import math
 import pytest
 import torch
 
-from api_schemas.spec import ModelSpec
-from engine.nets.activations import HIDDEN_ACTIVATIONS, apply_head
-from engine.nets.layers import ScaledConv2d, ScaledLinear
-from engine.nets.network import build_network, trainable_parameters
-from planner.architecture import count_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.nets.activations import HIDDEN_ACTIVATIONS, apply_head
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledLinear
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.planner.architecture import count_parameters
 
 SPECS = [
     (dict(hidden=[16, 3, 16], activation=["relu", "identity", "tanh"], output_dim=3), (5,)),

@@ -14,7 +14,7 @@ per-pass nodes) fill model.stored as service/uploads.resolve_uploads does, and t
             tests/engine/test_estimate_peaks.py measures it (the folded constants dominate);
     work    FLOPs counted by torch.utils.flop_counter.FlopCounterMode (matmuls and convolutions) around
             the conversion (the folding: the estimate's `constants` work term) and around the worker's
-            training loop (engine.training.loop.train: the `training` term, in which W·W runs once per
+            training loop (ntklab.engine.training.loop.train: the `training` term, in which W·W runs once per
             pass, not once per example).
 
 Before the upload counted these, the estimate held none of the 256 MiB and none of the folding, and
@@ -34,15 +34,15 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch.utils.flop_counter import FlopCounterMode
 
-from api_schemas.spec import JobSpec
-from config.settings import Settings
-from engine.callbacks import NullCallbacks
-from engine.nets.network import build_network
-from engine.training.data import load_data
-from engine.training.loop import train
-from engine.uploads import Uploads, provided
-from planner.estimate import estimate_job
-from service.onnx_upload import check_onnx
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+from ntklab.engine.callbacks import NullCallbacks
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.training.data import load_data
+from ntklab.engine.training.loop import train
+from ntklab.engine.uploads import Uploads, provided
+from ntklab.planner.estimate import estimate_job
+from ntklab.service.onnx_upload import check_onnx
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_ID = "mdl_" + "0" * 32
@@ -138,9 +138,9 @@ def test_the_upload_counts_the_folded_constants_and_the_weights_square(job):
 PROGRAM = """
 import json, sys
 import torch
-from api_schemas.spec import JobSpec
-from engine.run import run
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
+from ntklab.engine.uploads import Uploads, provided
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

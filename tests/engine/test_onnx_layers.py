@@ -19,12 +19,12 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from api_schemas.spec import ModelSpec
-from engine.kernels import kernel_rules, ntk
-from engine.kernels.layer_capture import capture, fallback_names, rule_parameters
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
-from engine.nets.onnx_model import build_onnx_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.kernels import kernel_rules, ntk
+from ntklab.engine.kernels.layer_capture import capture, fallback_names, rule_parameters
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
+from ntklab.engine.nets.onnx_model import build_onnx_network
 from ntklab.onnx_export import export_module
 
 F64 = torch.float64

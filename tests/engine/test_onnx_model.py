@@ -14,14 +14,14 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from api_schemas.spec import JobSpec, ModelSpec
-from api_schemas.uploads import ONNX_OPERATORS
-from engine.curvature.hessian import model_hessian
-from engine.kernels.ntk import resolve_method, tangent_kernel
-from engine.nets.network import build_network, trainable_parameters
-from engine.nets.onnx_model import OnnxConversionError, build_onnx_network
-from engine.run import run
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.uploads import ONNX_OPERATORS
+from ntklab.engine.curvature.hessian import model_hessian
+from ntklab.engine.kernels.ntk import resolve_method, tangent_kernel
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.nets.onnx_model import OnnxConversionError, build_onnx_network
+from ntklab.engine.run import run
+from ntklab.engine.uploads import Uploads, provided
 from tests.engine.dense_reference import dense_hessian
 from tests.upload_files import mlp_model
 

@@ -17,13 +17,13 @@ from onnx import helper, numpy_helper
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from api_schemas.spec import JobSpec, ModelSpec
-from engine.kernels.ntk import tangent_kernel
-from engine.nets.network import build_network
-from engine.nets.onnx_model import build_onnx_network
-from engine.nets.onnx_parameterization import layer_roles
-from engine.run import run
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.nets.onnx_model import build_onnx_network
+from ntklab.engine.nets.onnx_parameterization import layer_roles
+from ntklab.engine.run import run
+from ntklab.engine.uploads import Uploads, provided
 from tests.engine.test_onnx_model import MODEL_ID, PreLNBlock, Tokens, export
 from tests.upload_files import mlp_model
 

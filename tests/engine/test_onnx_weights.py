@@ -9,11 +9,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from api_schemas.spec import JobSpec
-from engine.artifacts import load_weights
-from engine.nets.onnx_model import build_onnx_network
-from engine.run import run
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.artifacts import load_weights
+from ntklab.engine.nets.onnx_model import build_onnx_network
+from ntklab.engine.run import run
+from ntklab.engine.uploads import Uploads, provided
 from ntklab.onnx_export import export_module
 
 MODEL_ID = "mdl_" + "3" * 32

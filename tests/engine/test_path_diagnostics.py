@@ -5,12 +5,12 @@ import pytest
 import torch
 from torch.func import functional_call, hessian, jacrev
 
-from api_schemas.spec import ModelSpec
-from engine.curvature.hessian import hessian_grad_ratio, model_hessian
-from engine.diagnostics.linearization import linearization_errors, weight_change
-from engine.kernels.ntk import gradient_norms, tangent_kernel
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.curvature.hessian import hessian_grad_ratio, model_hessian
+from ntklab.engine.diagnostics.linearization import linearization_errors, weight_change
+from ntklab.engine.kernels.ntk import gradient_norms, tangent_kernel
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
 
 MODELS = {
     "mlp-swish-head": (dict(hidden=[7, 5], activation="tanh", output_dim=2, output_activation="swish"), (3,)),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from api_schemas.spec import InfiniteWidthDiagnostics
-from engine.diagnostics.run_warnings import quadrature_above_tolerance
-from engine.limits import gauss_hermite
+from ntklab.api_schemas.spec import InfiniteWidthDiagnostics
+from ntklab.engine.diagnostics.run_warnings import quadrature_above_tolerance
+from ntklab.engine.limits import gauss_hermite
 
 
 def _saturating_layer(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.artifacts import load_weights
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network
-from engine.run import run
-from engine.training.data import load_data
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.artifacts import load_weights
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.run import run
+from ntklab.engine.training.data import load_data
 
 SUMMARY = [
     "final_loss",

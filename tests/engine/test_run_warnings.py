@@ -12,21 +12,21 @@ import torch
 from scipy.optimize import minimize_scalar
 from torch.func import functional_call, jacrev
 
-from api_schemas.spec import HessianDiagnostics, JobSpec, ModelSpec
-from engine.curvature.hessian import HessianReport
-from engine.diagnostics.run_warnings import (
+from ntklab.api_schemas.spec import HessianDiagnostics, JobSpec, ModelSpec
+from ntklab.engine.curvature.hessian import HessianReport
+from ntklab.engine.diagnostics.run_warnings import (
     SWISH_MIN,
     head_cannot_reach_targets,
     head_curvature_at_zero,
     hessian_not_converged,
     kernel_dominated_by_group,
 )
-from engine.kernels.ntk import kernel_trace_by_parameter, tangent_kernel
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network, trainable_parameters
-from engine.run import run
-from service.grid import expand_grid
-from service.presets import PRESETS
+from ntklab.engine.kernels.ntk import kernel_trace_by_parameter, tangent_kernel
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.run import run
+from ntklab.service.grid import expand_grid
+from ntklab.service.presets import PRESETS
 
 
 def job(model=None, data=None, training=None, diagnostics=None) -> JobSpec:

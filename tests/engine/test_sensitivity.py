@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from api_schemas.spec import ModelSpec
-from engine.diagnostics.sensitivity import layer_sensitivity
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network
 
 
 def direct_sensitivity(net, x, of):

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from api_schemas.spec import JobSpec
+from ntklab.api_schemas.spec import JobSpec
 
 
 def error_text(spec: dict) -> str:

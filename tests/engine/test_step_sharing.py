@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 
-from api_schemas.spec import JobSpec, ModelSpec
-from engine.diagnostics.linearization import linearization_errors
-from engine.kernels.ntk import outputs_kernel, tangent_kernel
-from engine.nets.network import Network, build_network, trainable_parameters
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.engine.diagnostics.linearization import linearization_errors
+from ntklab.engine.kernels.ntk import outputs_kernel, tangent_kernel
+from ntklab.engine.nets.network import Network, build_network, trainable_parameters
+from ntklab.engine.run import run
 
 NETS = [
     (dict(hidden=[16, 12], activation="tanh", output_dim=3), (5,)),

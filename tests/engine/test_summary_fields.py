@@ -16,13 +16,13 @@ import re
 
 import pytest
 
-from api_schemas.series import SERIES
-from api_schemas.spec import JobSpec
-from api_schemas.summary import JobSummary
 from bench.bench_job_phases import JOBS
-from engine.run import run
-from service.grid import expand_grid
-from service.presets import PRESETS
+from ntklab.api_schemas.series import SERIES
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.api_schemas.summary import JobSummary
+from ntklab.engine.run import run
+from ntklab.service.grid import expand_grid
+from ntklab.service.presets import PRESETS
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.run import run
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
 
 pytestmark = pytest.mark.slow
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import pytest
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from api_schemas.spec import JobSpec
 from bench.bench_time_estimate import ODD_SPECS, deep_graph, measured_seconds, prepared
-from config.settings import Settings
-from engine.nets.network import build_network
-from engine.training.data import load_data
-from planner.estimate import FLOPS_PER_S, SECONDS_PER_OP, TimeRates, estimate_job
-from planner.forward_profile import forward_profile
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.training.data import load_data
+from ntklab.planner.estimate import FLOPS_PER_S, SECONDS_PER_OP, TimeRates, estimate_job
+from ntklab.planner.forward_profile import forward_profile
 
 
 class Dispatches(TorchDispatchMode):

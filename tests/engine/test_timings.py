@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from api_schemas.spec import JobSpec
-from engine.callbacks import Progress
-from engine.run import run
-from engine.timings import PhaseClock
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.callbacks import Progress
+from ntklab.engine.run import run
+from ntklab.engine.timings import PhaseClock
 
 PHASES = {"data", "build", "kernel", "hessian", "sensitivity", "training", "linearization", "storage"}
 

@@ -5,13 +5,13 @@ import math
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.callbacks import JobCancelled, NullCallbacks
-from engine.kernels.ntk import kernel_spectrum, tangent_kernel
-from engine.nets.activations import apply_head
-from engine.nets.network import build_network
-from engine.training.data import load_data
-from engine.training.loop import auto_lr, loss_function, train
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.callbacks import JobCancelled, NullCallbacks
+from ntklab.engine.kernels.ntk import kernel_spectrum, tangent_kernel
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.training.data import load_data
+from ntklab.engine.training.loop import auto_lr, loss_function, train
 
 
 def setup(optimizer="gd", lr=0.5, **training):

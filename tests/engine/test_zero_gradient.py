@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from api_schemas.spec import JobSpec
-from engine.curvature.hessian import hessian_grad_ratio
-from engine.run import run
-from engine.training.loop import auto_lr
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.curvature.hessian import hessian_grad_ratio
+from ntklab.engine.run import run
+from ntklab.engine.training.loop import auto_lr
 
 ZERO_INPUTS = {"kind": "inline", "x": [[0.0, 0.0]] * 4, "y": [1.0, 0.0, 1.0, 0.0]}
 

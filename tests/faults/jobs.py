@@ -78,7 +78,7 @@ def long_run_spec(time_budget_s: float, seed: int) -> dict:
 def assert_complete(points: dict, max_steps: int, last_step: int | None = None) -> None:
     """Each scheduled step up to the last one reached, of the loss and of the kernel
     diagnostics, exactly once, the last step included (default: the run reached max_steps)."""
-    from engine.training.schedule import loss_steps
+    from ntklab.engine.training.schedule import loss_steps
 
     last = max_steps if last_step is None else last_step
     assert points["loss"]["step"] == sorted({s for s in loss_steps(max_steps) if s <= last} | {last})

@@ -2,7 +2,7 @@
 
 Each host is a network namespace on one bridge (netns.py). `server` runs PostgreSQL (a
 scratch cluster), Redis and the API with its reaper; `hosta` and `hostb` run one
-`python -m workers` each, configured with nothing but the server's address, like workers on
+`python -m ntklab.workers` each, configured with nothing but the server's address, like workers on
 other machines. The test is a client on the same LAN.
 
 1. A job runs on one worker host; that host's link goes down mid-job.
@@ -44,8 +44,8 @@ from ntklab.localstack import (
     clean_env,
     wait_until,
 )
-from store.models import Artifact, Job, MetricChunk, utcnow
-from workers.celery_app import TASK_NAME
+from ntklab.store.models import Artifact, Job, MetricChunk, utcnow
+from ntklab.workers.celery_app import TASK_NAME
 
 from .jobs import LONG_RUN_STEPS, assert_complete, finished, long_run_spec, running_past, series, submit, wait_for
 from .netns import Lan, netns_unavailable, remove_leftovers
@@ -83,7 +83,7 @@ class LanStack:
             [
                 "uvicorn",
                 "--factory",
-                "service.app:create_app",
+                "ntklab.service.app:create_app",
                 "--host",
                 self.lan.address(SERVER),
                 "--port",
@@ -94,7 +94,14 @@ class LanStack:
         workers = {
             host: self._spawn(
                 host,
-                ["workers", "-n", self.nodes[host], "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                [
+                    "ntklab.workers",
+                    "-n",
+                    self.nodes[host],
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
                 host,
             )
             for host in WORKER_HOSTS

@@ -32,12 +32,12 @@ from schemathesis.checks import (
 )
 from sqlalchemy import select
 
-from api_schemas.spec import JobSpec
-from api_schemas.sweeps import SweepSpec
-from config.settings import Settings
-from service.app import create_app
-from store.models import Job, Sweep
-from store.sweep_specs import job_spec
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.api_schemas.sweeps import SweepSpec
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
+from ntklab.store.models import Job, Sweep
+from ntklab.store.sweep_specs import job_spec
 
 pytestmark = pytest.mark.slow
 

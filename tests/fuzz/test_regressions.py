@@ -23,9 +23,9 @@ import pytest
 from fastapi.testclient import TestClient
 from onnx import TensorProto, helper, numpy_helper
 
-from config.settings import Settings
 from ntklab import localstack
-from service.app import create_app
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
 from tests.service.test_datasets_api import npy, npy_header
 from tests.stored_artifacts import add_artifact
 

@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from config.settings import Settings
 from ntklab import localstack
-from service.app import create_app
-from store.models import Job, Sweep
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
+from ntklab.store.models import Job, Sweep
 from tests.stored_artifacts import add_artifact
 
 PROBLEM = "application/problem+json"

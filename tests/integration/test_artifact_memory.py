@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from store.db import make_engine, make_session_factory
-from store.job_store import JobStore
-from store.models import BlobChunk
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import BlobChunk
 from tests.conftest import LiveStack
 
 pytestmark = pytest.mark.slow

@@ -10,12 +10,12 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from store import jobs_repo
-from store.db import make_engine, make_session_factory
-from store.job_store import JobStore
-from store.models import Job
-from workers.heartbeat import JobReporter
-from workers.tasks import abandon_process
+from ntklab.store import jobs_repo
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Job
+from ntklab.workers.heartbeat import JobReporter
+from ntklab.workers.tasks import abandon_process
 
 GRACE_S, TICK_S = 0.6, 0.05
 

@@ -14,14 +14,14 @@ import uuid
 import pytest
 from sqlalchemy import func, select, update
 
-from config.settings import Settings
-from service.reaper import requeue_stale_jobs
-from store.db import make_engine, make_session_factory
-from store.job_store import ChunkRow, JobStore, LostJob
-from store.models import Artifact, Job, MetricChunk, utcnow
+from ntklab.config.settings import Settings
+from ntklab.service.reaper import requeue_stale_jobs
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.job_store import ChunkRow, JobStore, LostJob
+from ntklab.store.models import Artifact, Job, MetricChunk, utcnow
+from ntklab.workers.celery_app import make_celery
+from ntklab.workers.queue import Broker
 from tests.stored_artifacts import add_artifact
-from workers.celery_app import make_celery
-from workers.queue import Broker
 
 SPEC = {"seed": 0, "model": {"hidden": [8]}, "training": {"max_steps": 3}}
 LONG_AGO = dt.timedelta(hours=1)

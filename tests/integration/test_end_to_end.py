@@ -129,9 +129,9 @@ def test_cancel_stops_a_running_job_within_seconds(live_stack):
 
 
 def test_a_job_enqueued_twice_runs_once(live_stack):
-    from config.settings import Settings
-    from workers.celery_app import make_celery
-    from workers.queue import Broker
+    from ntklab.config.settings import Settings
+    from ntklab.workers.celery_app import make_celery
+    from ntklab.workers.queue import Broker
 
     job_id = submit(live_stack, TINY)
     settings = {k.removeprefix("NTKLAB_").lower(): v for k, v in live_stack.settings.items()}

@@ -1,7 +1,7 @@
 """The estimate is made once per job, from submission to completion, by a real API and a real worker.
 
 Both processes start with tests/integration/estimate_counter/ first on their PYTHONPATH, whose sitecustomize
-wraps planner.estimate.estimate_job to write one line per call (the process and the spec's name) before
+wraps ntklab.planner.estimate.estimate_job to write one line per call (the process and the spec's name) before
 any module imports it. A job is submitted, polled with GET /v1/jobs/{id} until it succeeds (what the SDK's
 wait() does), and read again: its name appears once in the log, written by the API process, and the worker
 checked its memory against the stored estimate.

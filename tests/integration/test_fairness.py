@@ -14,11 +14,11 @@ import uuid
 import pytest
 from sqlalchemy import delete, select, update
 
-from store import sweeps_repo
-from store.db import make_engine, make_session_factory
-from store.job_store import JobStore
-from store.models import Job, utcnow
-from store.sweeps_repo import NewJob
+from ntklab.store import sweeps_repo
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Job, utcnow
+from ntklab.store.sweeps_repo import NewJob
 
 SPEC = {"seed": 0, "model": {"hidden": [8]}, "training": {"max_steps": 3}}
 

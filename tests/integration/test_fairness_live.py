@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import select
 
 from ntklab.localstack import LocalStack, wait_until
-from store import api_keys
-from store.db import make_engine, make_session_factory
-from store.models import Job
+from ntklab.store import api_keys
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.models import Job
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

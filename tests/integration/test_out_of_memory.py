@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ntklab.workers.tasks import requested_bytes
 from tests.conftest import LiveStack, served
-from workers.tasks import requested_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from service.grid import grid_size
-from service.presets import PRESETS
+from ntklab.service.grid import grid_size
+from ntklab.service.presets import PRESETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

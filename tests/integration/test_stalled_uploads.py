@@ -30,8 +30,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from ntklab.localstack import LocalStack, StackError
-from store import api_keys
-from store.db import make_engine, make_session_factory
+from ntklab.store import api_keys
+from ntklab.store.db import make_engine, make_session_factory
 from tests.upload_files import npz
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]

@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from ntklab import Client
 from ntklab.errors import APITimeoutError
-from store.db import make_engine
+from ntklab.store.db import make_engine
 from tests.conftest import LiveStack
 
 ROWS, COLUMNS, SEEDS = 1000, 999, 100

@@ -8,13 +8,13 @@ import pytest
 import torch
 from sqlalchemy import select
 
-from config.settings import Settings
-from engine.result import Series
-from store.db import make_engine, make_session_factory
-from store.job_store import JobStore
-from store.models import Artifact, Job, MetricChunk
-from workers.heartbeat import SeriesBuffer
-from workers.tasks import describe_failure, execute, final_rows
+from ntklab.config.settings import Settings
+from ntklab.engine.result import Series
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Artifact, Job, MetricChunk
+from ntklab.workers.heartbeat import SeriesBuffer
+from ntklab.workers.tasks import describe_failure, execute, final_rows
 
 TINY = {
     "seed": 0,

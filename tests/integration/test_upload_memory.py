@@ -21,8 +21,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ntklab.localstack import LocalStack
-from store import api_keys
-from store.db import make_engine, make_session_factory
+from ntklab.store import api_keys
+from ntklab.store.db import make_engine, make_session_factory
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from api_schemas.spec import ModelSpec
-from engine.nets.network import build_network
 from ntklab import errors
+from ntklab.api_schemas.spec import ModelSpec
 from ntklab.client import Client
+from ntklab.engine.nets.network import build_network
 
 pytestmark = [pytest.mark.slow, pytest.mark.stack]
 

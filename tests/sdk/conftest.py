@@ -10,9 +10,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from config.settings import Settings
 from ntklab.client import Client
-from service.app import create_app
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 The server keeps one job per Idempotency-Key, answers scripted faults (a status with an
 optional Retry-After, a delay, or a fault *after* the job was stored — the lost-response
 case), validates specs with the real JobSpec and answers problem+json like the service.
-Every body it sends is built by the wire contract's own models (api_schemas.resources and
+Every body it sends is built by the wire contract's own models (ntklab.api_schemas.resources and
 .problems) and dumped as the service dumps them, never typed out by hand: a field the
 contract adds, drops, renames or retypes breaks this server too. A handler that raises
 (a model refusing what it is given) fails the test that made the request, with that error.
@@ -31,10 +31,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api_schemas.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem
-from api_schemas.resources import Job, JobError, JobPage, Progress, Series
-from api_schemas.spec import JobSpec
 from ntklab import errors
+from ntklab.api_schemas.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem
+from ntklab.api_schemas.resources import Job, JobError, JobPage, Progress, Series
+from ntklab.api_schemas.spec import JobSpec
 from ntklab.client import AsyncClient, Client
 
 TOTAL_STEPS = 3

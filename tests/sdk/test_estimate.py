@@ -85,7 +85,7 @@ def test_cli_prints_the_phases_and_their_seconds(url, tmp_path):
 
 def test_cli_shows_each_worker_class_calibrated_column(url, app, tmp_path):
     """A cpu job finished at twice its estimated training pace: a "cpu" column whose training is 2× the rates'."""
-    from store.job_store import JobStore
+    from ntklab.store.job_store import JobStore
 
     with Client(url, max_retries=0) as client:
         job = client.jobs.create(SPEC)

@@ -13,7 +13,7 @@ import torch
 from onnx import numpy_helper
 from torch import nn
 
-from api_schemas.uploads import trainable_initializers
+from ntklab.api_schemas.uploads import trainable_initializers
 from ntklab.errors import ExportMismatchError
 from ntklab.onnx_export import check_outputs, check_parameters, export_module, parameter_aliases, reference_outputs
 from tests.zoo.architectures import vgg_batchnorm

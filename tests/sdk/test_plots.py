@@ -246,7 +246,7 @@ def test_importing_the_sdk_loads_no_matplotlib_scipy_or_torch_and_plotting_needs
     code = (
         "import sys\n"
         "import ntklab, ntklab.plots, ntklab.resources.sweeps\n"
-        "heavy = ('matplotlib', 'scipy', 'torch', 'analysis.fits')\n"
+        "heavy = ('matplotlib', 'scipy', 'torch', 'ntklab.analysis.fits')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
         "from tests.sdk.test_plots import FITS, _sweep\n"
         "_sweep(FITS).plot()\n"

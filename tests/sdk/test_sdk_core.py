@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from config.settings import Settings
 from ntklab import errors
 from ntklab.client import AsyncClient, Client
+from ntklab.config.settings import Settings
 from ntklab.pagination import AsyncPage, AsyncPaginator, LastPageError, Page
 from ntklab.resources import AsyncJob, Job
-from service.app import create_app
+from ntklab.service.app import create_app
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 

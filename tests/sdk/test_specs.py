@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import JobSpec, ModelSpec
 from ntklab.specs import load_document, to_body
 
 SPEC = {

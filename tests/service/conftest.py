@@ -24,9 +24,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.orm import Session
 
-from config.settings import Settings
-from service.app import create_app
-from store.migrate import alembic_config as packaged_alembic_config
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
+from ntklab.store.migrate import alembic_config as packaged_alembic_config
 
 BACKENDS = ("sqlite", "postgresql")
 

@@ -9,8 +9,8 @@ from sqlalchemy import create_engine, select
 from typer.testing import CliRunner
 
 from ntklab.admin import keys_app
-from store import api_keys
-from store.models import ApiKey
+from ntklab.store import api_keys
+from ntklab.store.models import ApiKey
 
 KEY_ID = re.compile(r"key_[0-9a-f]{32}")
 

@@ -9,10 +9,10 @@ import random
 import pytest
 from sqlalchemy import func, select, update
 
-from store import storage
-from store.job_store import JobStore
-from store.models import Artifact, Blob, BlobChunk, Job
-from store.uploads_repo import BLOB_CHUNK_BYTES
+from ntklab.store import storage
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Artifact, Blob, BlobChunk, Job
+from ntklab.store.uploads_repo import BLOB_CHUNK_BYTES
 from tests.service.test_jobs_api import submit
 
 BIG = random.Random(28).randbytes(2 * BLOB_CHUNK_BYTES + 12345)

@@ -9,7 +9,7 @@ import pytest
 from alembic import command
 from sqlalchemy import inspect, text
 
-from store.db import make_engine
+from ntklab.store.db import make_engine
 from tests.service.test_migrations import BACKENDS, insert_kept_job, schema_differences
 
 CHUNK = 1 << 20

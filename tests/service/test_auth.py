@@ -7,9 +7,9 @@ import hashlib
 import pytest
 from sqlalchemy import select, update
 
-from service.api.auth import KeyCache
-from store import api_keys
-from store.models import ApiKey, Job, MetricChunk, Sweep
+from ntklab.service.api.auth import KeyCache
+from ntklab.store import api_keys
+from ntklab.store.models import ApiKey, Job, MetricChunk, Sweep
 from tests.fake_clock import FakeClock
 from tests.stored_artifacts import add_artifact
 

@@ -17,9 +17,9 @@ from hypothesis import settings as fuzzing
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from service.api.routes import FiniteJSONResponse
-from service.app import create_app
-from store.models import Job
+from ntklab.service.api.routes import FiniteJSONResponse
+from ntklab.service.app import create_app
+from ntklab.store.models import Job
 
 PROBLEM = "application/problem+json"
 GAUSSIAN = {"kind": "gaussian_mixture", "n_train": 20, "input_dim": 16, "classes": 2, "probe": {"n": 4}}

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from service.body_timing import BodyClock, BodyPace, BodyTimeout
+from ntklab.service.body_timing import BodyClock, BodyPace, BodyTimeout
 
 PACE = BodyPace(deadline_s=1.0, deadline_setting="upload_deadline_s", min_rate=1000, grace_s=0.2)
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from service.app import create_app
+from ntklab.service.app import create_app
 from tests.service.serving import serve
 
 PAIRS = 50

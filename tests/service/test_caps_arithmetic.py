@@ -46,22 +46,22 @@ REFUSED = {
 
 PROGRAM = """
 import json, sys
-from api_schemas.spec import JobSpec
-from config.settings import Settings
-import service.app
-import service.caps
-from planner.estimate import estimate_job
-from service.problems import ProblemError
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+import ntklab.service.app
+import ntklab.service.caps
+from ntklab.planner.estimate import estimate_job
+from ntklab.service.problems import ProblemError
 
 specs, refused = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 settings = Settings(max_width=10_000)
 counts, fields, data = {}, {}, {}
 for name, body in specs.items():
-    counts[name] = service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
+    counts[name] = ntklab.service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
     data[name] = next(t.value for t in estimate_job(JobSpec.model_validate(body)).memory if t.name == "data")
 for name, body in refused.items():
     try:
-        service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
+        ntklab.service.caps.check_spec_caps(JobSpec.model_validate(body), settings)
     except ProblemError as error:
         fields[name] = [e.field for e in error.problem.errors]
 torch = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))

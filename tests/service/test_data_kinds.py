@@ -16,7 +16,7 @@ import pytest
 
 from ntklab.client import Client
 from ntklab.errors import APIStatusError
-from service.grid import grid_size
+from ntklab.service.grid import grid_size
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sdk.md"
 KINDS = "'gaussian_mixture', 'sine1d', 'builtin', 'inline' or 'dataset'"

@@ -9,8 +9,8 @@ import zipfile
 import numpy as np
 from sqlalchemy import func, select
 
-from store import api_keys
-from store.models import Blob, BlobChunk, Dataset
+from ntklab.store import api_keys
+from ntklab.store.models import Blob, BlobChunk, Dataset
 
 PROBLEM = "application/problem+json"
 OCTET = {"Content-Type": "application/octet-stream"}
@@ -103,7 +103,7 @@ def test_the_same_arrays_are_stored_once_per_owner_whatever_the_container(client
 
 
 def test_a_large_blob_is_stored_in_chunks_and_read_back_exactly(client):
-    from store import uploads_repo
+    from ntklab.store import uploads_repo
 
     x = np.arange(300_000, dtype=np.float64).reshape(100_000, 3)
     y = np.ones(100_000, dtype=np.float32)

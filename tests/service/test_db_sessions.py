@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from store import db
+from ntklab.store import db
 
 
 def test_a_transaction_left_idle_is_ended_by_the_server(postgres_server, monkeypatch):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from api_schemas.problems import RESOURCE_CAP
-from planner.estimate import FLOPS_PER_S, SECONDS_PER_OP
-from store.models import Job
+from ntklab.api_schemas.problems import RESOURCE_CAP
+from ntklab.planner.estimate import FLOPS_PER_S, SECONDS_PER_OP
+from ntklab.store.models import Job
 from tests.upload_files import mlp_onnx
 
 SPEC = {

@@ -8,8 +8,8 @@ from statistics import median
 
 import pytest
 
-from service.estimates import CALIBRATION_WINDOW
-from store.job_store import JobStore
+from ntklab.service.estimates import CALIBRATION_WINDOW
+from ntklab.store.job_store import JobStore
 
 SPEC = {
     "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},
@@ -108,7 +108,7 @@ def test_a_class_is_its_devices_before_the_index_and_none_leaks_into_another(cli
 
 
 def test_the_window_is_the_newest_jobs_of_the_class(client, app, monkeypatch):
-    monkeypatch.setattr("service.estimates.CALIBRATION_WINDOW", 2)
+    monkeypatch.setattr("ntklab.service.estimates.CALIBRATION_WINDOW", 2)
     assert CALIBRATION_WINDOW == 50
     for factor in (9.0, 1.0, 2.0):  # the oldest (9.0) falls out of a window of 2
         _finish(app, client, "cpu", {"training": factor})

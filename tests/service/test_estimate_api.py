@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from api_schemas.problems import RESOURCE_CAP
-from store.models import UploadedModel
+from ntklab.api_schemas.problems import RESOURCE_CAP
+from ntklab.store.models import UploadedModel
 from tests.upload_files import mlp_onnx
 
 GIB = 2**30

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from api_schemas.field_errors import field_errors
-from api_schemas.spec import JobSpec
+from ntklab.api_schemas.field_errors import field_errors
+from ntklab.api_schemas.spec import JobSpec
 
 
 def local_errors(document: dict) -> list[tuple[str, str]]:

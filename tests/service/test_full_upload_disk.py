@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from api_schemas.problems import INSUFFICIENT_STORAGE
+from ntklab.api_schemas.problems import INSUFFICIENT_STORAGE
 from tests.service.test_models_api import stored_rows
 from tests.upload_files import mlp_model, npy
 

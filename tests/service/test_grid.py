@@ -1,6 +1,6 @@
 import pytest
 
-from service.grid import GridError, expand_grid, grid_size
+from ntklab.service.grid import GridError, expand_grid, grid_size
 
 
 def test_cartesian_product_over_paths_and_list_items():

@@ -1,6 +1,6 @@
 """Incremental metric reads: GET /v1/jobs/{id}/metrics?since_step=N and GET /v1/jobs/{id}/updates.
 
-The chunks are written the way a worker writes them (workers.heartbeat.SeriesBuffer flushed through
+The chunks are written the way a worker writes them (ntklab.workers.heartbeat.SeriesBuffer flushed through
 JobStore.report, several series per step, flushes falling anywhere, even between two series of one step).
 The reference is always the full series read without since_step.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from store import api_keys
+from ntklab.store import api_keys
 from tests.worker_writes import claimed_by_a_worker
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}

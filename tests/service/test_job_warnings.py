@@ -6,9 +6,9 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from ntklab.client import Client
-from store import models
-from store.job_store import JobStore
-from workers.tasks import execute
+from ntklab.store import models
+from ntklab.store.job_store import JobStore
+from ntklab.workers.tasks import execute
 
 SMALL = {
     "model": {"hidden": [8], "output_activation": "sigmoid", "bias": False},

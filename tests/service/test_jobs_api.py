@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, select
 
-from store.job_store import JobStore
-from store.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Artifact, Job, JobTag, MetricChunk, Sweep, utcnow
 from tests.stored_artifacts import add_artifact
 from tests.worker_writes import written_by_a_worker
 

@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
-from service.app import create_app
+from ntklab.service.app import create_app
 from tests.service.serving import serve
 
 PROBLEM = "application/problem+json"

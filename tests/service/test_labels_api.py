@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from store.job_store import JobStore
+from ntklab.store.job_store import JobStore
+from ntklab.workers.tasks import execute
 from tests.upload_files import mlp_onnx, mlp_weights, npz
-from workers.tasks import execute
 
 N, D, C = 32, 3, 10
 QUICK = {"diagnostics": {"hessian": None, "kernel": {"points": 2}, "save_kernels": [], "save_weights": False}}

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import func, select
 
-from service.problems import ProblemError
-from service.rate_limit import RateLimiter, requests_per_second, retry_after_s, storage_for
-from store import api_keys
-from store.models import Job
+from ntklab.service.problems import ProblemError
+from ntklab.service.rate_limit import RateLimiter, requests_per_second, retry_after_s, storage_for
+from ntklab.store import api_keys
+from ntklab.store.models import Job
 from tests.fake_clock import FakeClock
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}

@@ -1,4 +1,4 @@
-"""Alembic is the only way the schema is made: `upgrade head` builds exactly store.models, on both backends."""
+"""Alembic is the only way the schema is made: `upgrade head` builds exactly ntklab.store.models, on both backends."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import JSON, column, inspect, select, table, text, update
 
-from store.db import make_engine
-from store.models import Base
+from ntklab.store.db import make_engine
+from ntklab.store.models import Base
 
 BACKENDS = ("sqlite", "postgresql")
 MODEL_TABLES = {

@@ -1,4 +1,4 @@
-"""service.model_checks: large ONNX files are checked a few at a time; a small one never waits (issue 25, item 7)."""
+"""ntklab.service.model_checks: large ONNX files are checked a few at a time; a small one never waits (issue 25, item 7)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from api_schemas.problems import SERVER_BUSY
-from service.model_checks import LARGE_MODEL_BYTES, ModelChecks
-from service.problems import ProblemError
+from ntklab.api_schemas.problems import SERVER_BUSY
+from ntklab.service.model_checks import LARGE_MODEL_BYTES, ModelChecks
+from ntklab.service.problems import ProblemError
 
 
 def holding_a_turn(checks: ModelChecks, release: threading.Event) -> threading.Thread:

@@ -1,7 +1,7 @@
 """POST /v1/models on both backends: what an uploaded graph computes from constants alone is bounded at upload.
 
 The worker's converter computes every node whose inputs are all constants once, when it converts the model
-(api_schemas.uploads.constant_names), and holds the results for the job; the upload check counts those
+(ntklab.api_schemas.uploads.constant_names), and holds the results for the job; the upload check counts those
 constants' bytes and the FLOPs of folding them from the inferred shapes (nothing run) and refuses a graph over
 max_folded_constant_bytes or max_folding_flops with a 422 naming the node that crosses the cap (issue 25,
 item 1: a 5 KB model whose Concat doubling chain grew to 2.5 GB). Nodes computed from weights only run once
@@ -14,9 +14,9 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import select
 
-from api_schemas.problems import RESOURCE_CAP
-from api_schemas.uploads import INVALID_UPLOAD
-from store.models import UploadedModel
+from ntklab.api_schemas.problems import RESOURCE_CAP
+from ntklab.api_schemas.uploads import INVALID_UPLOAD
+from ntklab.store.models import UploadedModel
 from tests.service.test_models_api import assert_refused, stored_rows, upload
 
 

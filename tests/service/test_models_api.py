@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 
-from store import api_keys
-from store.models import Blob, BlobChunk, UploadedModel
+from ntklab.store import api_keys
+from ntklab.store.models import Blob, BlobChunk, UploadedModel
 from tests.upload_files import mlp_model, mlp_onnx, npz
 
 PROBLEM = "application/problem+json"

@@ -12,8 +12,8 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from api_schemas.graph import MAX_NESTING
-from store.models import Job
+from ntklab.api_schemas.graph import MAX_NESTING
+from ntklab.store.models import Job
 from tests.engine.test_graph_nesting import nested
 
 PROBLEM = "application/problem+json"

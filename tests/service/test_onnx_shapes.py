@@ -1,4 +1,4 @@
-"""service.onnx_shapes and the per-example counts built on it, against the model evaluated whole.
+"""ntklab.service.onnx_shapes and the per-example counts built on it, against the model evaluated whole.
 
 The reference is onnx.reference.ReferenceEvaluator running the full graph at batch 1 and 2 with every node
 output made a graph output: the shape of each computed tensor, which concrete_shapes must give without
@@ -24,8 +24,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from ntklab.onnx_export import export_module
-from service.onnx_shapes import MAX_VALUE_ELEMENTS, concrete_shapes
-from service.onnx_upload import per_example_cost
+from ntklab.service.onnx_shapes import MAX_VALUE_ELEMENTS, concrete_shapes
+from ntklab.service.onnx_upload import per_example_cost
 
 
 class FlattenedConv(torch.nn.Module):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import Settings
-from service.app import create_app
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
 
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 

@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, update
 
-from config.settings import Settings
-from service.app import create_app
-from store.models import Job, utcnow
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
+from ntklab.store.models import Job, utcnow
 
 SMALL = {"model": {"hidden": [8]}, "data": {"kind": "gaussian_mixture", "n_train": 8, "input_dim": 4}}
 UNREACHABLE = {

@@ -7,11 +7,11 @@ import io
 
 import pytest
 
-from analysis.labels import group_label
-from analysis.sweep_table import get_path
+from ntklab.analysis.labels import group_label
+from ntklab.analysis.sweep_table import get_path
 from ntklab.resources.sweeps import Sweep
-from service.grid import expand_grid
-from service.presets import PRESETS
+from ntklab.service.grid import expand_grid
+from ntklab.service.presets import PRESETS
 from tests.worker_writes import sweep_succeeded
 
 THEORY_SLOPES = {"linear head": -0.5, "softmax head": 0.0, "swish head": 0.0}  # the paper's Figure 1 (left)

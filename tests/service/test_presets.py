@@ -1,9 +1,9 @@
 import pytest
 
-from config.settings import Settings
-from service.caps import check_spec_caps
-from service.grid import expand_grid, grid_size
-from service.presets import PRESETS, SCALES
+from ntklab.config.settings import Settings
+from ntklab.service.caps import check_spec_caps
+from ntklab.service.grid import expand_grid, grid_size
+from ntklab.service.presets import PRESETS, SCALES
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

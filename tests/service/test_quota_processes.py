@@ -15,25 +15,25 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from api_schemas.spec import JobSpec
-from config.settings import Settings
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
 from ntklab.localstack import migrate
-from service import quota
-from store import jobs_repo
-from store.db import make_engine, make_session_factory
-from store.models import Job
+from ntklab.service import quota
+from ntklab.store import jobs_repo
+from ntklab.store.db import make_engine, make_session_factory
+from ntklab.store.models import Job
 
 REPO = Path(__file__).resolve().parents[2]
 
 OWNER = "alice"
 SECOND_PROCESS = textwrap.dedent("""
     import sys
-    from api_schemas.spec import JobSpec
-    from service import quota
-    from store import jobs_repo
-    from store.db import make_engine, make_session_factory
-    from service.problems import ProblemError
-    from config.settings import Settings
+    from ntklab.api_schemas.spec import JobSpec
+    from ntklab.service import quota
+    from ntklab.store import jobs_repo
+    from ntklab.store.db import make_engine, make_session_factory
+    from ntklab.service.problems import ProblemError
+    from ntklab.config.settings import Settings
 
     settings = Settings(database_url=sys.argv[1], max_queued_jobs_per_key=1)
     with make_session_factory(make_engine(settings.database_url))() as session:

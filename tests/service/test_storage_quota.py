@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import func, select
 
-from service import storage_quota
-from service.problems import ProblemError
-from store import storage, uploads_repo
-from store.job_store import JobStore
-from store.models import Artifact, Blob, Job
+from ntklab.service import storage_quota
+from ntklab.service.problems import ProblemError
+from ntklab.store import storage, uploads_repo
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Artifact, Blob, Job
 from tests.upload_files import mlp_model, npy, npz
 
 OCTET = {"Content-Type": "application/octet-stream"}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from api_schemas.spec import JobSpec
-from planner.estimate import estimate_job
-from service.caps import time_rates
-from store.job_estimates import estimate_document, stored_estimate
-from store.models import Job
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.planner.estimate import estimate_job
+from ntklab.service.caps import time_rates
+from ntklab.store.job_estimates import estimate_document, stored_estimate
+from ntklab.store.models import Job
 
 SPEC = {
     "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 8, "classes": 3},

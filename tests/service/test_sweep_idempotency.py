@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
-from service.grid import grid_size
-from service.presets import PRESETS
-from store.models import Job, Sweep
+from ntklab.service.grid import grid_size
+from ntklab.service.presets import PRESETS
+from ntklab.store.models import Job, Sweep
 
 SWEEP = {
     "name": "keyed",

@@ -10,11 +10,11 @@ from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
-from api_schemas.spec import JobSpec
-from service.app import create_app
-from store.db import make_engine
-from store.job_store import JobStore
-from store.models import Job, Sweep
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.service.app import create_app
+from ntklab.store.db import make_engine
+from ntklab.store.job_store import JobStore
+from ntklab.store.models import Job, Sweep
 from tests.service.conftest import make_settings
 from tests.upload_files import npz
 from tests.worker_writes import written_by_a_worker

@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy import select
 
-from service.grid import grid_size
-from service.presets import PRESETS
-from store.models import Job
+from ntklab.service.grid import grid_size
+from ntklab.service.presets import PRESETS
+from ntklab.store.models import Job
 from tests.worker_writes import sweep_succeeded, written_by_a_worker
 
 SWEEP = {

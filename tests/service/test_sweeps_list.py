@@ -1,7 +1,7 @@
 """GET /v1/sweeps: newest first in cursor pages, filtered by derived status and tag, scoped by key.
 
-The status filter is an SQL expression (store.sweeps_repo.derived_status); it is checked
-against analysis.sweep_table.derive_status on every combination of small counts, evaluated
+The status filter is an SQL expression (ntklab.store.sweeps_repo.derived_status); it is checked
+against ntklab.analysis.sweep_table.derive_status on every combination of small counts, evaluated
 by the database itself, and through the API against each sweep's own GET.
 """
 
@@ -14,10 +14,10 @@ import pytest
 from alembic import command
 from sqlalchemy import literal, select, text
 
-from analysis.sweep_table import derive_status
-from store import api_keys, sweeps_repo
-from store.db import make_engine
-from store.models import JOB_STATUSES, Job
+from ntklab.analysis.sweep_table import derive_status
+from ntklab.store import api_keys, sweeps_repo
+from ntklab.store.db import make_engine
+from ntklab.store.models import JOB_STATUSES, Job
 from tests.worker_writes import written_by_a_worker
 
 SWEEP_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "partial")

@@ -20,8 +20,8 @@ import pytest
 import uvicorn
 from sqlalchemy import func, select
 
-from service.app import create_app
-from store.models import Dataset, Job, Sweep
+from ntklab.service.app import create_app
+from ntklab.store.models import Dataset, Job, Sweep
 from tests.upload_files import npz
 from tests.worker_writes import sweep_succeeded
 

@@ -16,8 +16,8 @@ import time
 import pytest
 from sqlalchemy import select
 
-from store import artifacts_repo, storage, uploads_repo
-from store.models import Artifact, Blob, UploadedModel, utcnow
+from ntklab.store import artifacts_repo, storage, uploads_repo
+from ntklab.store.models import Artifact, Blob, UploadedModel, utcnow
 from tests.service.test_jobs_api import submit
 from tests.upload_files import mlp_onnx, mlp_weights
 

@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from service.array_upload import MAX_ARRAY_DIMENSIONS
+from ntklab.service.array_upload import MAX_ARRAY_DIMENSIONS
 from tests.service.test_datasets_api import npy, npy_header, stored_rows, upload, upload_pair
 
 PROBLEM = "application/problem+json"

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from config.settings import Settings
+from ntklab.config.settings import Settings
 from ntklab.localstack import LocalStack, StackError, embedded_settings, wait_until
-from service import upload_folders
-from service.array_upload import check_dataset
-from service.problems import ProblemError
-from service.uploads import Received, ReceivedFile
+from ntklab.service import upload_folders
+from ntklab.service.array_upload import check_dataset
+from ntklab.service.problems import ProblemError
+from ntklab.service.uploads import Received, ReceivedFile
 from tests.upload_files import npy
 
 

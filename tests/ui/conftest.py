@@ -15,8 +15,8 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from ntklab import Client
-from store import api_keys
-from store.db import make_engine, make_session_factory
+from ntklab.store import api_keys
+from ntklab.store.db import make_engine, make_session_factory
 from tests.conftest import LiveStack
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -3,15 +3,15 @@ with it, and the SDK's figure, the analysis labels and the dashboard's charts na
 
 from __future__ import annotations
 
-from analysis.labels import SERIES_LABELS
-from api_schemas.series import JOB_CHARTS, JOB_FIGURE, SERIES
+from ntklab.analysis.labels import SERIES_LABELS
+from ntklab.api_schemas.series import JOB_CHARTS, JOB_FIGURE, SERIES
 from ntklab.plots import JOB_SERIES
 from ntklab.resources.jobs import PLOTTED_SERIES
-from service.ui.series_catalog import CATALOG, render
+from ntklab.service.ui.series_catalog import CATALOG, render
 
 
 def test_the_dashboards_catalog_is_generated_from_api_schemas():
-    assert CATALOG.read_text(encoding="utf-8") == render(), "run `python -m service.ui.series_catalog`"
+    assert CATALOG.read_text(encoding="utf-8") == render(), "run `python -m ntklab.service.ui.series_catalog`"
 
 
 def test_every_series_name_used_is_a_declared_series():

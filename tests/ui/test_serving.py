@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from config.settings import Settings
-from service.app import create_app
-from service.ui.routes import STATIC
+from ntklab.config.settings import Settings
+from ntklab.service.app import create_app
+from ntklab.service.ui.routes import STATIC
 
 
 @pytest.fixture(scope="module")

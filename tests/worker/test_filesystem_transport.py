@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from kombu import Consumer, Queue
 
-from config.settings import Settings
-from workers.celery_app import make_celery
-from workers.filesystem_transport import DRAIN_SLICE_S, Transport
+from ntklab.config.settings import Settings
+from ntklab.workers.celery_app import make_celery
+from ntklab.workers.filesystem_transport import DRAIN_SLICE_S, Transport
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from config.settings import Settings
+from ntklab.config.settings import Settings
 from ntklab.serve import worker_env
+from ntklab.workers.threads import cores_per_worker, owned_cores, worker_threads
 from tests.conftest import LiveStack
 from tests.faults.jobs import finished, submit, wait_for
-from workers.threads import cores_per_worker, owned_cores, worker_threads
 
 JOB = {
     "seed": 0,

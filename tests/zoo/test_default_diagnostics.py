@@ -4,7 +4,7 @@ spends at most its training's time on them, and its default Hessian is certified
 Each member (three cheap ones of tests/zoo/architectures.py: a 1-D convolutional network with group norms, a
 token transformer, a VGG-style network with batch norms) is uploaded as the service resolves it
 (tests/zoo/test_estimate.py `uploaded_job`: 64 points, three outputs) and run in this process by
-engine.run with everything left at its default but the training's length: 400 full-batch steps, no
+ntklab.engine.run with everything left at its default but the training's length: 400 full-batch steps, no
 target, so that every member trains as long (the issue's newcomer trained 300). The measured run is the
 second in the process: the first, of 2 steps, pays torch.func's one-off set-up (about a second), which a
 worker pays once. Diagnostics time is every phase of summary.timings but data, build, training and storage
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec
-from engine.run import run
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.engine.run import run
+from ntklab.engine.uploads import Uploads, provided
 from tests.zoo.test_estimate import uploaded_job
 
 pytestmark = pytest.mark.slow

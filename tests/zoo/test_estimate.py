@@ -4,7 +4,7 @@ For each member (a representative subset of tests/zoo/architectures.py, to keep 
 two cores: a token transformer, a convolutional network with batch norms, a recurrent network, a
 depthwise/squeeze-excite convolutional network), the upload is what the SDK sends
 (ntklab.onnx_export.export_module, TorchScript) and what the service records of it
-(service.onnx_upload.check_onnx: parameters, shapes, per_example_cost's activation_elements and
+(ntklab.service.onnx_upload.check_onnx: parameters, shapes, per_example_cost's activation_elements and
 forward_flops, and whatever else the check counts). The job is a float64 job on an uploaded data set
 whose points are all probe points, its spec filled in as service/uploads.resolve_uploads fills it
 (model.stored: the parameters and every count the upload check made, as the model's row keeps them;
@@ -12,9 +12,9 @@ data.stored), with the diagnostics that make the tangent kernel its largest part
 saved; no Hessian, no layer sensitivity). The estimate is planner/estimate.estimate_job(spec).memory_bytes.
 
 The peak is measured as tests/engine/test_estimate_peaks.py measures a job: a fresh interpreter that
-imports torch and the engine, builds the job's data and network as the worker does (engine.training.data
+imports torch and the engine, builds the job's data and network as the worker does (ntklab.engine.training.data
 and the ONNX converter, on the uploads provided as the worker provides them), resets its peak resident
-size (/proc/self/clear_refs), runs the job's kernel phase (engine.run.start_path: the method
+size (/proc/self/clear_refs), runs the job's kernel phase (ntklab.engine.run.start_path: the method
 `auto` resolves to on the probe set, then the kernel) and reports how far the peak rose over its size
 before. Only the kernel phase runs: the whole job at these sizes takes minutes (its kernel trace by
 parameter, run_warnings, is a Python loop of one forward and O backward passes per point). The
@@ -50,11 +50,11 @@ import numpy as np
 import pytest
 import torch
 
-from api_schemas.spec import JobSpec, StoredModel
-from config.settings import Settings
+from ntklab.api_schemas.spec import JobSpec, StoredModel
+from ntklab.config.settings import Settings
 from ntklab.onnx_export import export_module
-from planner.estimate import estimate_job
-from service.onnx_upload import check_onnx
+from ntklab.planner.estimate import estimate_job
+from ntklab.service.onnx_upload import check_onnx
 from tests.zoo.architectures import ARCHITECTURES, OUT, VOCAB
 
 pytestmark = pytest.mark.slow
@@ -81,13 +81,13 @@ PROGRAM = """
 import json, sys
 import numpy as np
 import torch
-from api_schemas.spec import JobSpec, StoredModel
-from engine.training.data import load_data
-from engine.callbacks import NullCallbacks
-from engine.meter import Meter
-from engine.nets.network import build_network
-from engine.run import start_path
-from engine.uploads import Uploads, provided
+from ntklab.api_schemas.spec import JobSpec, StoredModel
+from ntklab.engine.training.data import load_data
+from ntklab.engine.callbacks import NullCallbacks
+from ntklab.engine.meter import Meter
+from ntklab.engine.nets.network import build_network
+from ntklab.engine.run import start_path
+from ntklab.engine.uploads import Uploads, provided
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024

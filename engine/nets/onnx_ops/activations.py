@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from engine.nets.onnx_ops.registry import Node, Run, operator
+from ntklab.engine.nets.onnx_ops.registry import Node, Run, operator
 
 ACTIVATIONS = (
     "Relu",

@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from engine.nets.onnx_ops.registry import Node, Run, float_like, operator
+from ntklab.engine.nets.onnx_ops.registry import Node, Run, float_like, operator
 
 
 @operator("Gemm", "alpha", "beta", "transA", "transB")

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.nets.onnx_ops.registry import Node, OnnxConversionError, Run, operator
+from ntklab.engine.nets.onnx_ops.registry import Node, OnnxConversionError, Run, operator
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.nets.onnx_ops.registry import Node, Run, operator
-from engine.nets.onnx_ops.shapes import float_values, int_values
+from ntklab.engine.nets.onnx_ops.registry import Node, Run, operator
+from ntklab.engine.nets.onnx_ops.shapes import float_values, int_values
 
 
 def _positive(indices: Tensor, size: int) -> Tensor:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.nets.onnx_ops.registry import Node, Run, operator
+from ntklab.engine.nets.onnx_ops.registry import Node, Run, operator
 
 
 def _normalized(x: Tensor, dims: tuple[int, ...], eps: float) -> Tensor:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from engine.nets.onnx_ops.registry import Node, OnnxConversionError, Run, operator
+from ntklab.engine.nets.onnx_ops.registry import Node, OnnxConversionError, Run, operator
 
 ACTIVATION_FUNCTIONS = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu}
 DIRECTIONS = ("forward", "reverse", "bidirectional")

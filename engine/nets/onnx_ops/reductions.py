@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.nets.onnx_ops.registry import Node, Run, operator
+from ntklab.engine.nets.onnx_ops.registry import Node, Run, operator
 
 REDUCE = ("axes", "keepdims", "noop_with_empty_axes")
 

@@ -9,7 +9,7 @@ output, or a tuple of outputs for a multi-output node. Every attribute a node ca
 be in its operator's `attributes`, else the node is refused naming the attribute; an
 attribute value a builder does not implement is refused by the builder, by name.
 
-The table is the single source of what an upload may use: `python -m engine.nets.onnx_ops.table`
+The table is the single source of what an upload may use: `python -m ntklab.engine.nets.onnx_ops.table`
 writes it torch-free to api_schemas/onnx_operators.py (for the API's upload check) and to
 docs/models.md.
 """
@@ -111,7 +111,7 @@ def operator(name: str, *attributes: str, outputs: int = 1) -> Callable[[Callabl
 def table() -> dict[str, Operator]:
     """Every registered operator (imports the family modules on first use)."""
     for family in FAMILIES:
-        importlib.import_module(f"engine.nets.onnx_ops.{family}")
+        importlib.import_module(f"ntklab.engine.nets.onnx_ops.{family}")
     return TABLE
 
 

@@ -16,8 +16,8 @@ import torch
 from onnx import TensorProto, numpy_helper
 from torch import Tensor
 
-from engine.nets.onnx_ops.reductions import axes_of
-from engine.nets.onnx_ops.registry import Node, Run, operator
+from ntklab.engine.nets.onnx_ops.reductions import axes_of
+from ntklab.engine.nets.onnx_ops.registry import Node, Run, operator
 
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
 INTEGER_TYPES = {TensorProto.INT64: torch.int64, TensorProto.INT32: torch.int32, TensorProto.BOOL: torch.bool}

@@ -22,10 +22,10 @@ from fastapi.dependencies.utils import get_flat_params
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from api_schemas import problems as types
-from api_schemas.problems import Problem
-from service.idempotency import HEADER
-from service.problems import ProblemError
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import Problem
+from ntklab.service.idempotency import HEADER
+from ntklab.service.problems import ProblemError
 
 PROBLEM = {"model": Problem, "content": {types.PROBLEM_MEDIA_TYPE: {}}}
 SHARED_PROBLEMS = {

@@ -16,13 +16,13 @@ from urllib.parse import quote
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 
-from api_schemas.resources import ArtifactInfo, ArtifactList
-from service.api.deps import PublicUrlDep, ScopeDep, SessionDep
-from service.api.routes import PROBLEM, StrictJSONRoute
-from service.byte_ranges import Wanted, entity_tag, not_modified, wanted
-from service.problems import ProblemError
-from store import artifacts_repo, jobs_repo, uploads_repo
-from store.artifacts_repo import ArtifactEntry
+from ntklab.api_schemas.resources import ArtifactInfo, ArtifactList
+from ntklab.service.api.deps import PublicUrlDep, ScopeDep, SessionDep
+from ntklab.service.api.routes import PROBLEM, StrictJSONRoute
+from ntklab.service.byte_ranges import Wanted, entity_tag, not_modified, wanted
+from ntklab.service.problems import ProblemError
+from ntklab.store import artifacts_repo, jobs_repo, uploads_repo
+from ntklab.store.artifacts_repo import ArtifactEntry
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute)
 

@@ -8,17 +8,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
-from service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
-from service.api.paging import DEFAULT_PAGE_SIZE
-from service.api.resources import as_utc
-from service.api.routes import PROBLEM, StrictJSONRoute
-from service.api.upload_records import delete_unless_used, owned, page
-from service.storage_quota import refuse_if_full
-from service.upload_folders import temporary_folder
-from service.upload_storing import store_dataset
-from service.uploads import label_from, receive
-from store import models, uploads_repo
+from ntklab.api_schemas.uploads import ArrayInfo, Dataset, DatasetPage
+from ntklab.service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep, public_url
+from ntklab.service.api.paging import DEFAULT_PAGE_SIZE
+from ntklab.service.api.resources import as_utc
+from ntklab.service.api.routes import PROBLEM, StrictJSONRoute
+from ntklab.service.api.upload_records import delete_unless_used, owned, page
+from ntklab.service.storage_quota import refuse_if_full
+from ntklab.service.upload_folders import temporary_folder
+from ntklab.service.upload_storing import store_dataset
+from ntklab.service.uploads import label_from, receive
+from ntklab.store import models, uploads_repo
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
 UPLOAD_BODY = {

@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api_schemas import problems as types
-from api_schemas.problems import Problem
-from service.api.deps import BrokerDep, SessionDep, SettingsDep
-from service.api.routes import StrictJSONRoute
-from service.problems import ProblemError
-from store.db import answers
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import Problem
+from ntklab.service.api.deps import BrokerDep, SessionDep, SettingsDep
+from ntklab.service.api.routes import StrictJSONRoute
+from ntklab.service.problems import ProblemError
+from ntklab.store.db import answers
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Response
 
-from api_schemas import problems as types
-from api_schemas.resources import (
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.resources import (
     Job,
     JobDryRun,
     JobPage,
@@ -17,18 +17,18 @@ from api_schemas.resources import (
     Progress,
     Series,
 )
-from api_schemas.spec import JobSpec
-from config.settings import Settings
-from service import submission
-from service.api import paging
-from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
-from service.api.resources import as_utc
-from service.api.routes import PROBLEM, FiniteJSONResponse, StrictJSONRoute
-from service.estimates import job_estimate
-from service.idempotency import HEADER
-from service.problems import ProblemError
-from store import jobs_repo, models
-from store.sweep_specs import job_spec
+from ntklab.api_schemas.spec import JobSpec
+from ntklab.config.settings import Settings
+from ntklab.service import submission
+from ntklab.service.api import paging
+from ntklab.service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
+from ntklab.service.api.resources import as_utc
+from ntklab.service.api.routes import PROBLEM, FiniteJSONResponse, StrictJSONRoute
+from ntklab.service.estimates import job_estimate
+from ntklab.service.idempotency import HEADER
+from ntklab.service.problems import ProblemError
+from ntklab.store import jobs_repo, models
+from ntklab.store.sweep_specs import job_spec
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such job (or not yours)"}}
 SinceStep = Annotated[int | None, Query(ge=0, le=2**31 - 1, description="only the points with a greater step")]

@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
 
-from api_schemas.sweeps import PresetInfo, PresetList, PresetRun, Sweep
-from service import submission
-from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, SessionDep, SettingsDep
-from service.api.resources import submitted_sweep
-from service.api.routes import IDEMPOTENCY_KEY, PROBLEM, SUBMIT_PROBLEMS, StrictJSONRoute
-from service.grid import grid_size
-from service.presets import PRESETS, SCALES
+from ntklab.api_schemas.sweeps import PresetInfo, PresetList, PresetRun, Sweep
+from ntklab.service import submission
+from ntklab.service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, SessionDep, SettingsDep
+from ntklab.service.api.resources import submitted_sweep
+from ntklab.service.api.routes import IDEMPOTENCY_KEY, PROBLEM, SUBMIT_PROBLEMS, StrictJSONRoute
+from ntklab.service.grid import grid_size
+from ntklab.service.presets import PRESETS, SCALES
 
 router = APIRouter(prefix="/v1/presets", tags=["presets"], route_class=StrictJSONRoute)
 

@@ -14,21 +14,21 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import ValidationError
 
-from analysis.figure_titles import figure_title
-from analysis.fit_figure import chosen_fits
-from analysis.sweep_plot import MEDIA_TYPES, render_fits
-from analysis.sweep_table import fit_results
-from api_schemas import problems as types
-from api_schemas.problems import FieldError
-from api_schemas.sweeps import FitSpec, Sweep, SweepPage, SweepSpec, SweepStatus
-from config.settings import Settings
-from service import submission
-from service.api import paging
-from service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
-from service.api.resources import submitted_sweep, succeeded_rows, sweep_response, sweep_summary
-from service.api.routes import IDEMPOTENCY_KEY, PROBLEM, SUBMIT_PROBLEMS, StrictJSONRoute
-from service.problems import ProblemError
-from store import models, sweeps_repo
+from ntklab.analysis.figure_titles import figure_title
+from ntklab.analysis.fit_figure import chosen_fits
+from ntklab.analysis.sweep_plot import MEDIA_TYPES, render_fits
+from ntklab.analysis.sweep_table import fit_results
+from ntklab.api_schemas import problems as types
+from ntklab.api_schemas.problems import FieldError
+from ntklab.api_schemas.sweeps import FitSpec, Sweep, SweepPage, SweepSpec, SweepStatus
+from ntklab.config.settings import Settings
+from ntklab.service import submission
+from ntklab.service.api import paging
+from ntklab.service.api.deps import BrokerDep, OwnerDep, PublicUrlDep, ScopeDep, SessionDep, SettingsDep
+from ntklab.service.api.resources import submitted_sweep, succeeded_rows, sweep_response, sweep_summary
+from ntklab.service.api.routes import IDEMPOTENCY_KEY, PROBLEM, SUBMIT_PROBLEMS, StrictJSONRoute
+from ntklab.service.problems import ProblemError
+from ntklab.store import models, sweeps_repo
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such sweep (or not yours)"}}
 SWEEP_EXAMPLES = {
@@ -129,7 +129,7 @@ def plot_sweep(
     y: Annotated[str | None, Query(max_length=100, description="summary scalar; default: the first fit's y")] = None,
     format: Annotated[Literal["png", "svg"], Query()] = "png",
 ) -> Response:
-    """The fits the SDK's `sweep.plot(x, y)` draws (analysis.fit_figure.chosen_fits: with y left out, one panel per
+    """The fits the SDK's `sweep.plot(x, y)` draws (ntklab.analysis.fit_figure.chosen_fits: with y left out, one panel per
     y of that x), in the same drawing, titled with the preset's title in words for a preset's sweep, else the sweep's name."""
     sweep = _owned_sweep(session, scope, sweep_id)
     specs = _plotted_fits(sweep, x, y)

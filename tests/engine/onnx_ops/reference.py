@@ -19,8 +19,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from api_schemas.spec import ModelSpec
-from engine.nets.onnx_model import OnnxNetwork, build_onnx_network
+from ntklab.api_schemas.spec import ModelSpec
+from ntklab.engine.nets.onnx_model import OnnxNetwork, build_onnx_network
 
 MODEL_ID = "mdl_" + "0" * 32
 ELEMENT_TYPES = {

@@ -8,8 +8,8 @@ import pytest
 import torch
 from onnx import helper
 
-from engine.nets.onnx_ops.activations import ACTIVATIONS
-from engine.nets.onnx_ops.registry import OnnxConversionError
+from ntklab.engine.nets.onnx_ops.activations import ACTIVATIONS
+from ntklab.engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.nets.onnx_ops.registry import OnnxConversionError
+from ntklab.engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,

@@ -14,7 +14,7 @@ import torch
 from onnx import helper
 from torch import nn
 
-from engine.nets.onnx_ops.registry import OnnxConversionError, table
+from ntklab.engine.nets.onnx_ops.registry import OnnxConversionError, table
 from ntklab.onnx_export import export_module
 from tests.engine.onnx_ops.reference import (
     assert_gradient_matches_finite_differences,

@@ -9,7 +9,7 @@ import pytest
 import torch
 from onnx.reference import ReferenceEvaluator
 
-from engine.nets.onnx_ops.registry import OnnxConversionError
+from ntklab.engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_forward_mode_matches_reverse,
     assert_gradient_matches_finite_differences,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.nets.onnx_ops.registry import OnnxConversionError
+from ntklab.engine.nets.onnx_ops.registry import OnnxConversionError
 from tests.engine.onnx_ops.reference import (
     assert_gradient_matches_finite_differences,
     assert_matches_reference,

@@ -1,5 +1,5 @@
 """Loaded at start-up by every Python process whose PYTHONPATH begins with this folder (tests/integration/
-test_estimate_once.py puts it there for a live API and worker): planner.estimate.estimate_job, wrapped to
+test_estimate_once.py puts it there for a live API and worker): ntklab.planner.estimate.estimate_job, wrapped to
 append "<pid> <spec name>" to the file NTKLAB_TEST_ESTIMATE_LOG for every call, before any module imports it."""
 
 import os
@@ -7,9 +7,9 @@ import os
 if os.environ.get("NTKLAB_TEST_ESTIMATE_LOG"):
     import functools
 
-    import planner.estimate
+    import ntklab.planner.estimate
 
-    _estimate_job = planner.estimate.estimate_job
+    _estimate_job = ntklab.planner.estimate.estimate_job
 
     @functools.wraps(_estimate_job)
     def _counted(spec, *args, **kwargs):
@@ -17,4 +17,4 @@ if os.environ.get("NTKLAB_TEST_ESTIMATE_LOG"):
             log.write(f"{os.getpid()} {spec.name}\n")
         return _estimate_job(spec, *args, **kwargs)
 
-    planner.estimate.estimate_job = _counted
+    ntklab.planner.estimate.estimate_job = _counted

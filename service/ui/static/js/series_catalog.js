@@ -1,4 +1,4 @@
-// Generated from api_schemas/series.py by `python -m service.ui.series_catalog`: do not edit.
+// Generated from api_schemas/series.py by `python -m ntklab.service.ui.series_catalog`: do not edit.
 export const SERIES = {
   "loss": "training loss L(w_t) over the training set",
   "delta_k": "‖K(w_t) − K(w₀)‖_F / ‖K(w₀)‖_F of the outputs' kernel",

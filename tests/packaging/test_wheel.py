@@ -6,16 +6,14 @@
 - `ntklab[server,worker]` (torch==2.13.0 installed first, as the Makefile does) serves a
   job to completion with `ntklab up` in an empty folder: the migrations ship in the wheel.
 
-The wheel is built from a copy of the working tree (so a stale build/ folder cannot leak
-into it); the environments are made with uv (`uv venv`, `uv pip install`), which installs
-from its cache in seconds; torch's wheel is the one pip's configuration picks.
+The wheel (tests/packaging/conftest.py) is built once per run from a copy of the working tree; the
+environments are made with uv (tests/packaging/wheels.py); torch's wheel is the one pip's configuration picks.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,11 +27,10 @@ import httpx
 import pytest
 
 from ntklab.localstack import clean_env, free_port, wait_until
+from tests.packaging.wheels import BIN, fresh_env, run
 
 pytestmark = [pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 SERVER_MODULES = ("torch", "sqlalchemy", "fastapi", "celery", "alembic", "uvicorn", "sklearn", "scipy", "matplotlib")
 JOB = {
     "seed": 0,
@@ -42,55 +39,6 @@ JOB = {
     "training": {"max_steps": 20},
     "diagnostics": {"save_kernels": ["init", "final"]},
 }
-NOT_COPIED = shutil.ignore_patterns(
-    ".git",
-    ".venv",
-    "build",
-    "dist",
-    "var",
-    "*.egg-info",
-    "__pycache__",
-    ".pytest_cache",
-    "ntklab-report",
-    "node_modules",
-)
-
-
-def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, **kwargs)
-    assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return done
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = tmp_path_factory.mktemp("source") / "ntklab"
-    shutil.copytree(REPO, source, ignore=NOT_COPIED)
-    dist = tmp_path_factory.mktemp("dist")
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(dist),
-            str(source),
-        ]
-    )
-    (built,) = dist.glob("ntklab-*.whl")
-    return built
-
-
-def fresh_env(root: Path, *requirements: str) -> Path:
-    """A new virtual environment at `root` with `requirements` installed in order; returns its bin/."""
-    run([str(BIN / "uv"), "venv", "--quiet", "--python", sys.executable, str(root)])
-    for requirement in requirements:
-        run([str(BIN / "uv"), "pip", "install", "--quiet", "--python", str(root / "bin" / "python"), requirement])
-    return root / "bin"
 
 
 def pinned_torch() -> str:
@@ -160,15 +108,15 @@ def test_the_wheel_ships_the_migrations_and_their_configuration(wheel: Path):
     import zipfile
 
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"migrations/alembic.ini", "migrations/env.py", "migrations/script.py.mako"} <= names
-    assert any(name.startswith("migrations/versions/0001_") for name in names)
+    assert {"ntklab/migrations/alembic.ini", "ntklab/migrations/env.py", "ntklab/migrations/script.py.mako"} <= names
+    assert any(name.startswith("ntklab/migrations/versions/0001_") for name in names)
 
 
 def test_the_wheel_ships_the_dashboard_and_the_api_docs_assets(wheel: Path):
     import zipfile
 
     names = set(zipfile.ZipFile(wheel).namelist())
-    static = "service/ui/static"
+    static = "ntklab/service/ui/static"
     assert {
         f"{static}/index.html",
         f"{static}/js/main.js",

@@ -116,7 +116,17 @@ def test_the_wheel_installs_no_top_level_name_but_ntklab(wheel: Path):
 
 
 def test_the_server_packages_are_the_repositorys_folders_linked_into_ntklab():
-    assert SERVER_PACKAGES == ["analysis", "api_schemas", "config", "migrations", "service", "store", "workers"]
+    assert SERVER_PACKAGES == [
+        "analysis",
+        "api_schemas",
+        "config",
+        "engine",
+        "migrations",
+        "planner",
+        "service",
+        "store",
+        "workers",
+    ]
     for package in SERVER_PACKAGES:
         assert (REPO / "ntklab" / package).readlink() == Path("..", package)
 

@@ -14,6 +14,9 @@ TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.ntklab-installed
 HOST ?= 127.0.0.1
 FAST_WORKERS ?= 2
+# torch's intra-op threads per test process in test-fast: two xdist workers with torch's default two threads each
+# on two cores made every engine test ~3x slower (docs/testing.md); empty = torch's default
+FAST_THREADS ?= 1
 TEST_WORKERS ?= 0
 SERIAL_TESTS := tests/integration tests/faults
 NOT_SERIAL := --dist loadfile $(addprefix --ignore=,$(SERIAL_TESTS))
@@ -63,6 +66,7 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	@set -uo pipefail; mkdir -p var; status=0; fast='not slow and not stack'; \
+	$(if $(FAST_THREADS),export OMP_NUM_THREADS=$(FAST_THREADS);) \
 	$(VENV)/bin/pytest -q -m "$$fast" -n $(FAST_WORKERS) $(NOT_SERIAL) --junitxml=var/test-fast-report.xml $(PYTEST_ARGS) || status=$$?; \
 	$(VENV)/bin/pytest -q -m "$$fast" --junitxml=var/test-fast-report-serial.xml $(PYTEST_ARGS) $(SERIAL_TESTS) \
 		|| status=$$?; \

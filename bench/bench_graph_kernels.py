@@ -5,8 +5,10 @@
 Same protocol as bench/bench_kernels.py (whose helpers it reuses): every (network, n,
 method) cell runs in a fresh subprocess, one warm-up call, then the median wall time of
 `repeats` calls and the peak resident memory above the RSS just before the first call.
-Ratios are against `jacobian` measured in the same run. Methods: `structured` (the rules,
-LayerNorm and the class/position tables by the per-sample fallback), `jacobian`
+Ratios are against `jacobian` measured in the same run. Methods: `structured` (the rules;
+LayerNorm's affine parameters and the class/position tables by the direct rules,
+kernel_rules.add_direct_kernel, where the parameter-use guard recognises their one read; anything
+else by the per-sample fallback), `jacobian`
 (vmap(jacrev)), `per-sample chunks` (per_sample.py's fallback applied to every parameter,
 memory-budgeted), `auto` (what the cost model picks), and nngeometry's GramMatrix on a
 torch.nn copy of the network where it supports the layers (checked against our kernel).

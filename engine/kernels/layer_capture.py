@@ -34,7 +34,7 @@ Every other trainable parameter is a fallback parameter (per_sample.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -138,10 +138,11 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
         for handle in handles:
             handle.remove()
     unbatched |= {module for module, output, version in versions if output._version != version}
-    if n > 1 and len(unbatched) < len(layers):
-        unbatched |= _not_batched_alone(
-            net, x[:1], {layer: call_shapes[layer] for layer in layers if layer not in unbatched}
-        )
+    to_check = {layer: call_shapes[layer] for layer in layers if layer not in unbatched}
+    watched = {p_id for p_id in guard.candidates if p_id in guard.uses}
+    alone = _one_point_pass(net, x[:1], to_check, watched) if n > 1 and (to_check or watched) else None
+    if n > 1:
+        unbatched |= _not_batched_alone(to_check, alone)
     for p_id in guard.stray:
         calls = layers[owner[p_id]]
         if p_id == id(owner[p_id].weight):
@@ -151,7 +152,7 @@ def capture(net: nn.Module, x: Tensor, outputs: Callable[[Tensor], Tensor]) -> C
     for module in unbatched:
         layers[module].weight = layers[module].bias = False
     layers = {layer: calls for layer, calls in layers.items() if calls.weight or calls.bias}
-    direct = _direct_uses(net, x, guard.uses, guard.candidates)
+    direct = _direct_uses(net, n, guard.uses, guard.candidates, alone)
     return Capture(y, layers, fallback_names(net, layers, direct), direct)
 
 
@@ -172,11 +173,11 @@ def _direct_candidates(net: nn.Module, layers: dict[nn.Module, LayerCalls]) -> d
 
 
 def _direct_uses(
-    net: nn.Module, x: Tensor, uses: dict[int, list[tuple]], candidates: dict[int, str]
+    net: nn.Module, n: int, uses: dict[int, list[tuple]], candidates: dict[int, str], alone: OnePoint | None
 ) -> list[DirectUse]:
-    """The candidates used once, by a call with a direct rule (module docstring), grouped by the call's output."""
+    """The candidates used once, by a call with a direct rule (module docstring), grouped by the call's output;
+    for n > 1, only those whose use on the one point (`alone`, None if that pass failed) has the output [1, …]."""
     params = dict(net.named_parameters())
-    n = x.shape[0]
     found: dict[int, DirectUse] = {}
     for p_id, name in candidates.items():
         if len(uses[p_id]) != 1:
@@ -187,9 +188,9 @@ def _direct_uses(
             continue
         found.setdefault(id(z), DirectUse(z, [])).parts.append((name, *part))
     if n > 1 and found:
-        alone = _direct_shapes_alone(net, x[:1], {p_id for p_id in candidates if p_id in uses})
+        shapes = alone.uses if alone is not None else {}
         for key, use in list(found.items()):
-            use.parts = [part for part in use.parts if alone.get(id(params[part[0]])) == [(1, *use.output.shape[1:])]]
+            use.parts = [part for part in use.parts if shapes.get(id(params[part[0]])) == [(1, *use.output.shape[1:])]]
             if not use.parts:
                 del found[key]
     return list(found.values())
@@ -225,15 +226,34 @@ def _broadcast_part(p: Tensor, z: Tensor) -> tuple[None, tuple[int, ...]] | None
     return None, tuple(p.shape[len(leading) :])
 
 
-def _direct_shapes_alone(net: nn.Module, x1: Tensor, watched: set[int]) -> dict[int, list[tuple[int, ...]]]:
-    """Per watched parameter, the output shapes of its differentiable uses in a forward pass of the one point x1."""
+@dataclass
+class OnePoint:
+    """A forward pass of one point x1 [1, …]: each checked layer's call shapes (as `_call_shapes`) and each watched
+    parameter's differentiable uses' output shapes."""
+
+    calls: dict[nn.Module, list[tuple | None]]
+    uses: dict[int, list[tuple[int, ...]]]
+
+
+def _one_point_pass(net: nn.Module, x1: Tensor, layers: Iterable[nn.Module], watched: set[int]) -> OnePoint | None:
+    """The one pass both batching checks read (layers' calls, direct uses); None when the network cannot run one
+    point, so nothing is proven batched."""
+    calls: dict[nn.Module, list[tuple | None]] = defaultdict(list)
+
+    def record(module, args, output):
+        calls[module].append(_call_shapes(args, output))
+
     guard = _ParameterUseGuard({}, dict.fromkeys(watched, ""))
+    handles = [layer.register_forward_hook(record) for layer in layers]
     try:
         with torch.enable_grad(), guard:
             net(x1)
     except Exception:  # noqa: BLE001  (a network that cannot run one point: nothing is proven batched)
-        return {}
-    return {p_id: [tuple(z.shape) for *_, z, _ in calls] for p_id, calls in guard.uses.items()}
+        return None
+    finally:
+        for handle in handles:
+            handle.remove()
+    return OnePoint(calls, {p_id: [tuple(z.shape) for *_, z, _ in used] for p_id, used in guard.uses.items()})
 
 
 def _call_shapes(args: tuple, output) -> tuple | None:
@@ -243,24 +263,15 @@ def _call_shapes(args: tuple, output) -> tuple | None:
     return tuple(args[0].shape), tuple(output.shape)
 
 
-def _not_batched_alone(net: nn.Module, x1: Tensor, batched: dict[nn.Module, list[tuple | None]]) -> set[nn.Module]:
-    """The layers whose calls on the one point x1 [1, …] are not their calls on the n points with 1 in place of n."""
-    alone: dict[nn.Module, list[tuple | None]] = defaultdict(list)
-
-    def record(module, args, output):
-        alone[module].append(_call_shapes(args, output))
-
-    handles = [layer.register_forward_hook(record) for layer in batched]
-    try:
-        with torch.no_grad():
-            net(x1)
-    except Exception:  # noqa: BLE001  (a network that cannot run one point: nothing is proven batched)
+def _not_batched_alone(batched: dict[nn.Module, list[tuple | None]], alone: OnePoint | None) -> set[nn.Module]:
+    """The layers whose calls on the one point (`alone`) are not their calls on the n points with 1 in place of n
+    (all of them when that pass failed)."""
+    if alone is None:
         return set(batched)
-    finally:
-        for handle in handles:
-            handle.remove()
     one = lambda shape: None if shape is None else ((1, *shape[0][1:]), (1, *shape[1][1:]))  # noqa: E731
-    return {layer for layer, shapes in batched.items() if None in shapes or [one(s) for s in shapes] != alone[layer]}
+    return {
+        layer for layer, shapes in batched.items() if None in shapes or [one(s) for s in shapes] != alone.calls[layer]
+    }
 
 
 class _ParameterUseGuard(TorchFunctionMode):

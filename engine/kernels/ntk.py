@@ -217,8 +217,9 @@ def _structured_kernel(net: nn.Module, x: Tensor, of: Of, checkpoint: Checkpoint
     captured = capture(net, x, outputs)
     y = captured.y
     n, O = y.shape
-    calls = [(layer, k) for layer, record in captured.layers.items() for k in range(len(record.outputs))]
-    targets = [captured.layers[layer].outputs[k] for layer, k in calls] + [use.output for use in captured.direct]
+    targets = [z for record in captured.layers.values() for z in record.outputs] + [
+        use.output for use in captured.direct
+    ]
     cotangents: list[list[Tensor]] = [[] for _ in targets]
     chunk = _outputs_per_backward(targets, O, budget)
     for start in range(0, O if targets else 0, chunk):

@@ -235,7 +235,7 @@ import torch
 torch.set_num_threads(int(sys.argv[3]))
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.run import run
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 
 run(JobSpec.model_validate({"data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 4},
                             "model": {"hidden": [8]}, "training": {"max_steps": 5, "lr": 0.1},
@@ -244,10 +244,9 @@ spec = JobSpec.model_validate(json.loads(sys.argv[1]))
 models = {spec.model.id: open(sys.argv[2], "rb").read()} if spec.model.kind == "onnx" else {}
 seconds = []
 for _ in range(int(sys.argv[4])):
-    with provided(Uploads(models=models)):
-        started = time.perf_counter()
-        run(spec, device="cpu")
-        seconds.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    run(spec, device="cpu", uploads=Uploads(models=models))
+    seconds.append(time.perf_counter() - started)
 print(json.dumps(seconds))
 """
 

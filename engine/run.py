@@ -53,21 +53,31 @@ from ntklab.engine.result import Artifact, Result, Scalar, Series
 from ntklab.engine.training.data import load_data
 from ntklab.engine.training.loop import TrainingOutcome, auto_lr, train
 from ntklab.engine.training.schedule import diagnostic_steps, loss_steps
+from ntklab.engine.uploads import NO_UPLOADS, Uploads
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def run(spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | None = None) -> Result:
-    """Train the spec's network and return its diagnostics; a diverged run still returns a Result."""
+def run(
+    spec: JobSpec, callbacks: Callbacks = NullCallbacks(), *, device: str | None = None, uploads: Uploads = NO_UPLOADS
+) -> Result:
+    """Train the spec's network and return its diagnostics; a diverged run still returns a Result. The data set
+    and ONNX model a spec names by id are read from `uploads` (the worker reads them from the database)."""
     meter = Meter(callbacks, spec.training.max_steps)
     device = resolve_device(device or spec.device)
     dtype, total = DTYPES[spec.dtype], spec.training.max_steps
     torch.manual_seed(spec.seed)
     with meter.phase("data"):
-        data = load_data(spec, dtype=dtype, device=device)
+        data = load_data(spec, uploads=uploads, dtype=dtype, device=device)
     with meter.phase("build"):
         net = build_network(
-            spec.model, data.input_shape, seed=spec.seed, dtype=dtype, device=device, checkpoint=meter.checkpoint
+            spec.model,
+            data.input_shape,
+            seed=spec.seed,
+            dtype=dtype,
+            device=device,
+            checkpoint=meter.checkpoint,
+            uploads=uploads,
         )
     path = start_path(spec, net, data.x_probe, meter)
     path.train = (data.x_train, data.y_train)

@@ -203,7 +203,6 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
         store.finish(claim, "failed", error=describe_failure(error))
         return
     from ntklab.engine.run import run
-    from ntklab.engine.uploads import provided
 
     reporter = JobReporter(
         store,
@@ -216,8 +215,7 @@ def execute(store: JobStore, claim: Claim, settings: Settings, device: str) -> N
     result = None
     with reporter:
         try:
-            with provided(uploaded):
-                result = run(spec, reporter, device=device.split(" ")[0])
+            result = run(spec, reporter, device=device.split(" ")[0], uploads=uploaded)
             status, error = "succeeded", None
         except JobCancelled:
             status, error = "cancelled", None

@@ -40,6 +40,7 @@ from ntklab.engine.nets.activations import apply_head, hidden_activation
 from ntklab.engine.nets.graph import GraphNetwork, build_graph_network
 from ntklab.engine.nets.layers import ScaledConv2d, ScaledLinear
 from ntklab.engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
+from ntklab.engine.uploads import NO_UPLOADS, Uploads
 from ntklab.planner.architecture import LayerPlan, plan_network
 
 
@@ -122,16 +123,16 @@ def build_network(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
     checkpoint: Checkpoint = no_checkpoint,
+    uploads: Uploads = NO_UPLOADS,
 ) -> Network | GraphNetwork:
     """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input. An uploaded ONNX
-    model's conversion calls checkpoint() before each node."""
+    model's bytes are read from `uploads`; its conversion calls checkpoint() before each node."""
     if model.kind == "graph":
         return build_graph_network(model, input_shape, seed=seed, dtype=dtype, device=device)
     if model.kind == "onnx":
         from ntklab.engine.nets.onnx_model import build_onnx_network
-        from ntklab.engine.uploads import model as uploaded_model
 
-        return build_onnx_network(model, uploaded_model(model.id), dtype=dtype, device=device, checkpoint=checkpoint)
+        return build_onnx_network(model, uploads.model(model.id), dtype=dtype, device=device, checkpoint=checkpoint)
     plan = plan_network(model, input_shape)
     generator = torch.Generator().manual_seed(seed)
     blocks = sum(layer.residual for layer in plan.hidden)

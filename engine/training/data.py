@@ -4,7 +4,7 @@ Every source yields x of shape [n, d] and y of shape [n, O] (float), but for an 
 whose y is integers in one column: those are class labels c [n] (int64, c_i ∈ [0, O)) for
 cross-entropy (engine/training/losses.py; the spec refuses mse on them). Images are then
 reshaped to [n, C, H, W] for convolutional models. An uploaded data set (kind "dataset",
-arrays provided by ntklab.engine.uploads) keeps each point's shape, is cut to its first
+arrays passed in an ntklab.engine.uploads.Uploads) keeps each point's shape, is cut to its first
 n_train points, and keeps integer x as int64 token ids for a model that takes integers
 (ntklab.api_schemas.spec.takes_integer_inputs; float for mlp, cnn and resnet); an ONNX model gets
 its points in the shape of its input. Targets of a classification set are
@@ -36,7 +36,7 @@ from ntklab.api_schemas.spec import (
     Targets,
     takes_integer_inputs,
 )
-from ntklab.engine import uploads
+from ntklab.engine.uploads import NO_UPLOADS, Uploads
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,11 @@ class Dataset:
     input_shape: tuple[int, ...]
 
 
-def load_data(spec: JobSpec, *, dtype: torch.dtype = torch.float32, device: str = "cpu") -> Dataset:
-    """The spec's training set and probe set as tensors on `device`."""
-    x, y = _arrays(spec.data)
+def load_data(
+    spec: JobSpec, *, uploads: Uploads = NO_UPLOADS, dtype: torch.dtype = torch.float32, device: str = "cpu"
+) -> Dataset:
+    """The spec's training set and probe set as tensors on `device`; an uploaded data set is read from `uploads`."""
+    x, y = _arrays(spec.data, uploads)
     integer = x.dtype.kind in "iu" and takes_integer_inputs(spec.model)
     x = x if integer or x.dtype == np.float64 else x.astype(np.float64)
     if spec.data.standardize and not integer:
@@ -92,7 +94,7 @@ def _is_convolutional(spec: JobSpec) -> bool:
     return spec.model.kind == "cnn" or (spec.model.kind == "resnet" and spec.model.block == "conv")
 
 
-def _arrays(data) -> tuple[np.ndarray, np.ndarray]:
+def _arrays(data, uploads: Uploads) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(data, GaussianMixtureData):
         return gaussian_mixture(data)
     if isinstance(data, Sine1DData):
@@ -102,7 +104,7 @@ def _arrays(data) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(data, InlineData):
         return inline(data)
     if isinstance(data, DatasetData):
-        return uploaded(data)
+        return uploaded(data, uploads)
     raise TypeError(f"unknown data kind {type(data).__name__}")
 
 
@@ -153,7 +155,7 @@ def inline(data: InlineData) -> tuple[np.ndarray, np.ndarray]:
     return x, y.reshape(len(y), -1)
 
 
-def uploaded(data: DatasetData) -> tuple[np.ndarray, np.ndarray]:
+def uploaded(data: DatasetData, uploads: Uploads) -> tuple[np.ndarray, np.ndarray]:
     """The first n_train points of an uploaded data set: x [n, ...] (float64, or int64 for integers), y [n, O]
     float64, or class labels [n] int64 for integers in one column ([n] or [n, 1])."""
     x, y = uploads.dataset(data.id)

@@ -21,7 +21,7 @@ from ntklab.engine.nets.network import build_network, trainable_parameters
 from ntklab.engine.run import run
 from ntklab.engine.training.data import load_data
 from ntklab.engine.training.loop import loss_function, train
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 
 N, D, C, LR, STEPS = 24, 5, 4, 0.3, 25
 
@@ -71,8 +71,7 @@ def test_labels_reach_the_engine_as_int64_and_set_the_class_count():
     _, labels = arrays()
     job = spec(labels.astype(np.int32))
     assert job.model.output_dim == C, "the output width defaults to y_max + 1 classes"
-    with provided(uploads(labels.astype(np.int32))):
-        data = load_data(job, dtype=torch.float64)
+    data = load_data(job, uploads=uploads(labels.astype(np.int32)), dtype=torch.float64)
     assert data.y_train.dtype == torch.int64 and data.y_train.shape == (N,)
     assert torch.equal(data.y_train, torch.as_tensor(labels))
 
@@ -80,8 +79,7 @@ def test_labels_reach_the_engine_as_int64_and_set_the_class_count():
 def test_the_loss_curve_is_torch_cross_entropy_on_the_labels():
     x, labels = arrays()
     job = spec(labels)
-    with provided(uploads(labels)):
-        data = load_data(job, dtype=torch.float64)
+    data = load_data(job, uploads=uploads(labels), dtype=torch.float64)
     net = build_network(job.model, data.input_shape, seed=0, dtype=torch.float64)
     twin = copy.deepcopy(net)
     curve: list[float] = []
@@ -106,8 +104,7 @@ def test_the_loss_curve_is_torch_cross_entropy_on_the_labels():
 def test_the_gradient_is_that_of_torch_cross_entropy():
     x, labels = arrays()
     job = spec(labels)
-    with provided(uploads(labels)):
-        data = load_data(job, dtype=torch.float64)
+    data = load_data(job, uploads=uploads(labels), dtype=torch.float64)
     net = build_network(job.model, data.input_shape, seed=0, dtype=torch.float64)
     weights = list(trainable_parameters(net).values())
     ours = torch.autograd.grad(loss_function("cross_entropy", net)(data.x_train, data.y_train), weights)
@@ -127,10 +124,8 @@ def test_the_gradient_is_that_of_torch_cross_entropy():
 def test_the_target_reading_diagnostics_equal_those_of_one_hot_targets(diagnostics):
     _, labels = arrays()
     one_hot = np.eye(C)[labels]
-    with provided(uploads(labels)):
-        on_labels = run(spec(labels, **diagnostics))
-    with provided(uploads(one_hot)):
-        on_rows = run(spec(one_hot, **diagnostics))
+    on_labels = run(spec(labels, **diagnostics), uploads=uploads(labels))
+    on_rows = run(spec(one_hot, **diagnostics), uploads=uploads(one_hot))
     numbers = {name for name, value in on_rows.summary.items() if isinstance(value, float) and "time" not in name}
     assert {"final_loss", "delta_k_max"} <= numbers and set(on_labels.series) == set(on_rows.series)
     assert {"loss_hessian_norm", "gauss_newton_norm", "loss_hessian_rest_norm"} <= set(
@@ -149,5 +144,5 @@ def test_the_target_reading_diagnostics_equal_those_of_one_hot_targets(diagnosti
 def test_labels_past_the_outputs_are_refused_by_the_loader():
     _, labels = arrays()
     job = spec(labels).model_copy(update={"model": spec(labels).model.model_copy(update={"output_dim": C - 1})})
-    with provided(uploads(labels)), pytest.raises(ValueError, match=r"labels in \[0, 3\)"):
-        load_data(job)
+    with pytest.raises(ValueError, match=r"labels in \[0, 3\)"):
+        load_data(job, uploads=uploads(labels))

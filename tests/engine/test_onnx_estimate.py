@@ -40,7 +40,7 @@ from ntklab.engine.callbacks import NullCallbacks
 from ntklab.engine.nets.network import build_network
 from ntklab.engine.training.data import load_data
 from ntklab.engine.training.loop import train
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 from ntklab.planner.estimate import estimate_job
 from ntklab.service.onnx_upload import check_onnx
 
@@ -140,7 +140,7 @@ import json, sys
 import torch
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.run import run
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024
@@ -151,8 +151,7 @@ torch.ones(8) @ torch.ones(8)
 with open("/proc/self/clear_refs", "w") as refs:
     refs.write("5")
 before = status("VmRSS:")
-with provided(Uploads(models={spec.model.id: body})):
-    run(spec, device="cpu")
+run(spec, device="cpu", uploads=Uploads(models={spec.model.id: body}))
 print(json.dumps({"growth": status("VmHWM:") - before}))
 """
 
@@ -183,8 +182,9 @@ def test_the_estimated_work_of_folding_and_of_training_is_within_twice_the_count
     spec = JobSpec.model_validate(job[0])
     work = {term.name: term.value for term in estimate_job(spec).work}
     data = load_data(spec, dtype=torch.float64)
-    with provided(Uploads(models={MODEL_ID: job[1]})), FlopCounterMode(display=False) as conversion:
-        net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=torch.float64)
+    with FlopCounterMode(display=False) as conversion:
+        uploads = Uploads(models={MODEL_ID: job[1]})
+        net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=torch.float64, uploads=uploads)
     with FlopCounterMode(display=False) as training:
         train(net, data, spec.training, lr=0.1, seed=spec.seed, callbacks=NullCallbacks(), observe=lambda *_: None)
     folding, steps = conversion.get_total_flops(), training.get_total_flops()

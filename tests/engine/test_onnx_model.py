@@ -21,7 +21,7 @@ from ntklab.engine.kernels.ntk import resolve_method, tangent_kernel
 from ntklab.engine.nets.network import build_network, trainable_parameters
 from ntklab.engine.nets.onnx_model import OnnxConversionError, build_onnx_network
 from ntklab.engine.run import run
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 from tests.engine.dense_reference import dense_hessian
 from tests.upload_files import mlp_model
 
@@ -454,8 +454,7 @@ def test_an_onnx_mlp_with_the_built_in_standard_weights_gives_the_same_kernel_an
         }
     )
     expected = run(builtin, device="cpu")
-    with provided(Uploads(models={MODEL_ID: onnx_bytes})):
-        got = run(uploaded, device="cpu")
+    got = run(uploaded, device="cpu", uploads=Uploads(models={MODEL_ID: onnx_bytes}))
     assert got.summary["kernel_method"] == expected.summary["kernel_method"] == "structured"
     for when in ("init", "final"):
         K0 = np.load(io.BytesIO(expected.artifacts[f"kernel_{when}.npy"].data))
@@ -495,8 +494,7 @@ def test_uploaded_tokens_train_an_onnx_embedding_model():
         datasets={dataset_id: (tokens.numpy().astype(np.int32), np.random.default_rng(0).normal(size=(12, 2)))},
         models={MODEL_ID: onnx_bytes},
     )
-    with provided(uploads):
-        result = run(spec, device="cpu")
+    result = run(spec, device="cpu", uploads=uploads)
     assert result.summary["steps"] == 5 and result.summary["kernel_method"] == "jacobian"
     assert result.summary["parameters"] == 86 and np.isfinite(result.summary["final_loss"])
 

@@ -23,7 +23,7 @@ from ntklab.engine.nets.network import build_network
 from ntklab.engine.nets.onnx_model import build_onnx_network
 from ntklab.engine.nets.onnx_parameterization import layer_roles
 from ntklab.engine.run import run
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 from tests.engine.test_onnx_model import MODEL_ID, PreLNBlock, Tokens, export
 from tests.upload_files import mlp_model
 
@@ -199,8 +199,8 @@ def test_an_onnx_mlp_of_the_built_in_ntk_weights_uploaded_in_ntk_trains_as_the_b
         }
     )
     expected = run(builtin, device="cpu")
-    with provided(Uploads(models={MODEL_ID: mlp_model(weights, activation="Tanh").SerializeToString()})):
-        got = run(uploaded, device="cpu")
+    onnx_bytes = mlp_model(weights, activation="Tanh").SerializeToString()
+    got = run(uploaded, device="cpu", uploads=Uploads(models={MODEL_ID: onnx_bytes}))
     for when in ("init", "final"):
         K0 = np.load(io.BytesIO(expected.artifacts[f"kernel_{when}.npy"].data))
         K1 = np.load(io.BytesIO(got.artifacts[f"kernel_{when}.npy"].data))

@@ -13,7 +13,7 @@ from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.artifacts import load_weights
 from ntklab.engine.nets.onnx_model import build_onnx_network
 from ntklab.engine.run import run
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 from ntklab.onnx_export import export_module
 
 MODEL_ID = "mdl_" + "3" * 32
@@ -74,8 +74,7 @@ def test_weights_are_saved_under_the_modules_parameter_names_and_load_back():
     uploads = Uploads(
         models={MODEL_ID: onnx_bytes}, datasets={DATASET_ID: (x.numpy(), np.random.default_rng(0).normal(size=(8, 2)))}
     )
-    with provided(uploads):
-        result = run(_spec(sum(p.numel() for p in parameters.values())), device="cpu")
+    result = run(_spec(sum(p.numel() for p in parameters.values())), device="cpu", uploads=uploads)
     with np.load(io.BytesIO(result.artifacts["weights_init.npz"].data)) as init:
         assert sorted(init.files) == sorted(parameters)
         for name, value in parameters.items():

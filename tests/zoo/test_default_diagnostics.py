@@ -25,7 +25,7 @@ import torch
 
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.run import run
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 from tests.zoo.test_estimate import uploaded_job
 
 pytestmark = pytest.mark.slow
@@ -54,9 +54,9 @@ def test_default_diagnostics_cost_at_most_the_training_and_the_hessian_is_certif
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with provided(uploads):
-            run(spec.model_copy(update={"training": spec.training.model_copy(update={"max_steps": 2})}))  # warm-up
-            result = run(spec)
+        warm_up = spec.model_copy(update={"training": spec.training.model_copy(update={"max_steps": 2})})
+        run(warm_up, uploads=uploads)
+        result = run(spec, uploads=uploads)
     finally:
         torch.set_num_threads(threads)
     timings = result.summary["timings"]

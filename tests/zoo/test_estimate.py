@@ -87,7 +87,7 @@ from ntklab.engine.callbacks import NullCallbacks
 from ntklab.engine.meter import Meter
 from ntklab.engine.nets.network import build_network
 from ntklab.engine.run import start_path
-from ntklab.engine.uploads import Uploads, provided
+from ntklab.engine.uploads import Uploads
 
 def status(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) * 1024
@@ -97,9 +97,8 @@ folder = sys.argv[2]
 uploads = Uploads(datasets={spec.data.id: (np.load(f"{folder}/x.npy"), np.load(f"{folder}/y.npy"))},
                   models={spec.model.id: open(f"{folder}/model.onnx", "rb").read()})
 torch.manual_seed(spec.seed)
-with provided(uploads):
-    data = load_data(spec, dtype=torch.float64, device="cpu")
-    net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=torch.float64, device="cpu")
+data = load_data(spec, uploads=uploads, dtype=torch.float64, device="cpu")
+net = build_network(spec.model, data.input_shape, seed=spec.seed, dtype=torch.float64, device="cpu", uploads=uploads)
 torch.ones(8) @ torch.ones(8)
 with open("/proc/self/clear_refs", "w") as refs:
     refs.write("5")

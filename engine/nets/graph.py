@@ -40,14 +40,14 @@ from ntklab.api_schemas.graph import (
 from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
 from ntklab.api_schemas.spec import ModelSpec
 from ntklab.engine.nets import graph_layers
-from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.attention import SelfAttention as SelfAttentionModule
+from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from ntklab.engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
 from ntklab.planner.architecture import plan_model_graph
 
 
-class GraphNetwork(nn.Module):
+class GraphNetwork(TangentNetwork):
     """f(w; x) ∈ R^O; x is [n, *input_shape] or its flat rows [n, ∏ input_shape].
 
     The layers run in order through the named sections (one, `body`, for a graph; `stages` and
@@ -65,25 +65,17 @@ class GraphNetwork(nn.Module):
         parameterization: str,
         kind: str = "graph",
     ) -> None:
-        super().__init__()
+        super().__init__(head=head, output_dim=output_dim, kind=kind, parameterization=parameterization)
         for name, layers in sections.items():
             self.add_module(name, nn.ModuleList(layers))
         self.sections = tuple(sections)
         self.hidden = tuple(hidden)
         self.readout = readout
-        self.head = head
-        self.output_dim = output_dim
         self.input_shape = input_shape
-        self.parameterization = parameterization
-        self.kind = kind
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits f(w; x), [n, O]."""
         return self.forward_with_hidden(x)[0]
-
-    def outputs(self, x: Tensor) -> Tensor:
-        """φ(f(w; x)), [n, O]."""
-        return apply_head(self.head, self.forward(x))
 
     def forward_with_hidden(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:
         """Logits [n, O] and the outputs of the top-level activation and residual layers."""

@@ -26,7 +26,8 @@ from torch import Tensor, nn
 
 from ntklab.api_schemas.spec import ModelSpec
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
-from ntklab.engine.nets.graph import GraphNetwork, build_graph_network
+from ntklab.engine.nets.base import TangentNetwork
+from ntklab.engine.nets.graph import build_graph_network
 from ntklab.planner.builtin_graphs import as_graph
 
 
@@ -38,7 +39,7 @@ def build_network(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
     checkpoint: Checkpoint = no_checkpoint,
-) -> GraphNetwork:
+) -> TangentNetwork:
     """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input. An uploaded ONNX
     model's conversion calls checkpoint() before each node."""
     if model.kind == "onnx":

@@ -207,7 +207,7 @@ def torch_nn_copy(net) -> torch.nn.Module:
         else:
             copy = torch.nn.Linear(layer.in_features, layer.out_features)
         modules += [copy, torch.nn.ReLU()]
-    if net.image_shape is not None:
+    if len(net.input_shape) == 3:  # a convolutional net reads (C, H, W) and pools before its readout
         modules += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()]
     modules.append(torch.nn.Linear(net.readout.in_features, net.readout.out_features))
     sequential = torch.nn.Sequential(*modules)

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.result import Artifact
 
 NPY = "application/x-npy"
@@ -38,12 +39,10 @@ def npy_artifact(tensor: torch.Tensor) -> Artifact:
 
 
 def saved_parameters(net: nn.Module) -> dict[str, torch.Tensor]:
-    """The parameters (or views of them) a weights file holds, by the names it holds them under: a network converted
-    from a file (OnnxNetwork) says them in `initializer_views()`, which this module does not import, so a job on a
-    built-in network never imports onnx."""
-    if hasattr(net, "initializer_views"):
-        return net.initializer_views()
-    return dict(net.named_parameters())
+    """The parameters (or views of them) a weights file holds, by the names it holds them under: a TangentNetwork's
+    saved_parameters() (an uploaded ONNX model's are its initializers' names and shapes), any other module's
+    named_parameters()."""
+    return net.saved_parameters() if isinstance(net, TangentNetwork) else dict(net.named_parameters())
 
 
 def weights_artifact(net: nn.Module) -> Artifact:

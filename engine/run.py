@@ -47,8 +47,9 @@ from ntklab.engine.kernels.ntk import (
 )
 from ntklab.engine.limits.infinite_width import infinite_width_report
 from ntklab.engine.meter import Meter
-from ntklab.engine.nets.activations import apply_head, head_of
-from ntklab.engine.nets.network import Network, build_network, trainable_parameters
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import TangentNetwork, head_of
+from ntklab.engine.nets.network import build_network, trainable_parameters
 from ntklab.engine.result import Artifact, Result, Scalar, Series
 from ntklab.engine.training.data import load_data
 from ntklab.engine.training.loop import TrainingOutcome, auto_lr, train
@@ -171,7 +172,7 @@ class PathState:
     the loss Hessian is taken over.
     """
 
-    net: Network
+    net: TangentNetwork
     x: Tensor
     method: Method
     heads: tuple[str, ...]
@@ -199,7 +200,7 @@ class PathState:
 PathDiagnostic = Callable[[PathState, int], dict[str, float | None]]
 
 
-def start_path(spec: JobSpec, net: Network, x: Tensor, meter: Meter) -> PathState:
+def start_path(spec: JobSpec, net: TangentNetwork, x: Tensor, meter: Meter) -> PathState:
     """The state at w₀: a copy of the trainable weights and the tangent kernels there."""
     w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
     heads = ("outputs", "logits") if head_of(net) != "identity" else ("outputs",)

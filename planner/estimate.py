@@ -114,7 +114,8 @@ from dataclasses import dataclass
 
 from ntklab.api_schemas.graph_plan import PlannedLayer
 from ntklab.api_schemas.spec import HessianDiagnostics, JobSpec, KernelDiagnostics, input_dim
-from ntklab.planner.architecture import plan_model_graph, plan_network
+from ntklab.planner.architecture import plan_model_graph
+from ntklab.planner.builtin_graphs import as_graph
 from ntklab.planner.forward_profile import ForwardProfile, forward_profile
 from ntklab.planner.kernel_cost_model import (
     MEMORY_BUDGET_BYTES,
@@ -538,10 +539,8 @@ def _parameter_groups(spec: JobSpec) -> int:
     input_shape = spec.image_shape() or (input_dim(spec.data),)
     if model.kind == "onnx":  # no layer plan: the weight layers its upload's profile lists
         return max(1, len(forward_profile(spec).layers))
-    if model.kind == "graph":
-        hidden = sum(_weight_layers(planned) for planned in plan_model_graph(model, input_shape).layers)
-    else:
-        hidden = len(plan_network(model, input_shape).hidden)
+    graph = as_graph(model, input_shape)
+    hidden = sum(_weight_layers(planned) for planned in plan_model_graph(graph, input_shape).layers)
     return hidden + model.train_output_layer
 
 

@@ -18,9 +18,10 @@ tokens, or H'·W' output pixels):
                 about that much more, measured in tests/engine/test_estimate_peaks.py)
     largest     max_l e_l                               the widest representation
 
-A graph counts every layer's output once (an activation layer is its own layer), layer norm
-twice (the normalised copy), attention its q, k, v, 2·heads·T² scores and probabilities, and
-the mixed values. An ONNX model's `saved` and F₀ are what its upload counted (stored), or
+An mlp, cnn or resnet is costed as the graph it is shorthand for (planner/builtin_graphs.py). κ is
+that of a dense or conv2d layer and the activation layer right after it, together; every other
+layer's output counts once (an activation layer elsewhere too), layer norm twice (the normalised
+copy), attention its q, k, v, 2·heads·T² scores and probabilities, and the mixed values. An ONNX model's `saved` and F₀ are what its upload counted (stored), or
 without them the bounds a = input + output elements and F₀ = 2·p (each weight used once);
 its largest representation, unknown, is taken as a/2. What its upload counted beyond one example
 (service/onnx_upload.py) is kept apart: the constants folded once at conversion (bytes, floats in the
@@ -32,8 +33,8 @@ uploaded before they were counted.
                 layer (matmul or convolution, the parameterisation's scale, its bias) + 2 with a bias,
                 2 per activation or other parameter-free layer, 2 per residual sum, 20 per attention
                 layer; an ONNX model 2 per node (stored.nodes, counted at upload; unknown: the
-                ONNX_NODES_UNKNOWN bound). Counted with a TorchDispatchMode on built networks: an
-                mlp layer 7, a graph dense + activation pair 7, a convolution 8; a backward pass
+                ONNX_NODES_UNKNOWN bound). Counted with a TorchDispatchMode on built networks: a
+                dense + activation pair (an mlp layer) 7, a convolution 8; a backward pass
                 dispatches about twice a forward's (tests/engine/test_time_estimate.py).
     tensors     the trainable parameter tensors (a weight, and its bias): the optimiser's per-tensor steps
 
@@ -47,10 +48,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ntklab.api_schemas.graph import Conv2d, Dense, Embedding, LayerNorm, PatchEmbed, Residual, SelfAttention
-from ntklab.api_schemas.graph_plan import PlannedLayer, conv_output_size, layer_bias
-from ntklab.api_schemas.spec import JobSpec, input_dim
-from ntklab.planner.architecture import NetworkPlan, graph_input_shape, plan_model_graph, plan_network
+from ntklab.api_schemas.graph import (
+    ActivationLayer,
+    Conv2d,
+    Dense,
+    Embedding,
+    LayerNorm,
+    PatchEmbed,
+    Residual,
+    SelfAttention,
+)
+from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
+from ntklab.api_schemas.spec import JobSpec, ModelSpec, input_dim
+from ntklab.planner.architecture import graph_input_shape, plan_model_graph
+from ntklab.planner.builtin_graphs import as_graph
 from ntklab.planner.kernel_cost_model import LayerShape, Profile
 
 OUTPUT_SAVED = frozenset({"relu", "tanh", "sigmoid", "identity"})
@@ -132,10 +143,8 @@ def forward_profile(spec: JobSpec) -> ForwardProfile:
     prof = ForwardProfile(input_elements=math.prod(input_shape), outputs=model.output_dim or 1)
     if model.kind == "onnx":
         _onnx(prof, spec)
-    elif model.kind == "graph":
-        _graph(prof, spec, input_shape)
     else:
-        _network(prof, spec, plan_network(model, input_shape))
+        _graph(prof, spec, as_graph(model, input_shape), input_shape)
     return prof
 
 
@@ -146,32 +155,23 @@ def _readout(prof: ForwardProfile, spec: JobSpec, features: int) -> None:
     prof.add_activations(prof.outputs)
 
 
-def _network(prof: ForwardProfile, spec: JobSpec, plan: NetworkPlan) -> None:
-    """mlp, cnn, resnet: each stage a scaled layer and σ (plus the skip's sum in a residual block)."""
-    bias = spec.model.bias
-    height, width = (plan.image_shape[1], plan.image_shape[2]) if plan.image_shape else (1, 1)
-    for layer in plan.hidden:
-        if layer.kernel_size:
-            height = conv_output_size(height, layer.kernel_size, layer.stride, layer.padding)
-            width = conv_output_size(width, layer.kernel_size, layer.stride, layer.padding)
-        T = height * width
-        kind = "shared" if layer.kernel_size else "dense"
-        prof.add_weights(LayerShape(kind, T, layer.fan_in, layer.out_size, True, bias), layer.parameters(bias))
-        copies = (1 if layer.activation in OUTPUT_SAVED else 2) + layer.residual + bool(layer.kernel_size)
-        prof.add_activations(T * layer.out_size, copies)
-        prof.add_ops(RESIDUAL_OPS * layer.residual)
-    _readout(prof, spec, plan.readout.in_size)
-
-
-def _graph(prof: ForwardProfile, spec: JobSpec, input_shape: tuple[int, ...]) -> None:
-    plan = plan_model_graph(spec.model, input_shape)
-    prof.input_elements = math.prod(graph_input_shape(spec.model, input_shape))
-    for planned in plan.layers:
-        _graph_layer(prof, planned, spec.model.bias)
+def _graph(prof: ForwardProfile, spec: JobSpec, graph: ModelSpec, input_shape: tuple[int, ...]) -> None:
+    plan = plan_model_graph(graph, input_shape)
+    prof.input_elements = math.prod(graph_input_shape(graph, input_shape))
+    _layers(prof, plan.layers, graph.bias)
     _readout(prof, spec, plan.features)
 
 
-def _graph_layer(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool) -> None:
+def _layers(prof: ForwardProfile, layers: tuple[PlannedLayer, ...], default_bias: bool) -> None:
+    """The layers one after the other (an activation right after a dense or conv2d layer: κ for the pair)."""
+    previous = None
+    for planned in layers:
+        _graph_layer(prof, planned, default_bias, after=previous)
+        previous = planned.layer
+
+
+def _graph_layer(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool, *, after: object = None) -> None:
+    """One layer's weights, operations and saved elements; `after` is the layer before it in its sequence (or None)."""
     layer, shape, out = planned.layer, planned.in_shape, planned.out_shape
     bias = layer_bias(layer, default_bias)
     if isinstance(layer, Dense):
@@ -202,9 +202,19 @@ def _graph_layer(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool
     elif isinstance(layer, Residual):
         _residual(prof, planned, default_bias)
         return
+    elif isinstance(layer, ActivationLayer) and isinstance(after, (Dense, Conv2d)):
+        prof.add_ops(OTHER_LAYER_OPS)
+        prof.add_activations(math.prod(out), _pair_copies(layer.name, convolution=isinstance(after, Conv2d)) - 1)
+        return
     else:
         prof.add_ops(OTHER_LAYER_OPS)
     prof.add_activations(math.prod(out))
+
+
+def _pair_copies(activation: str, *, convolution: bool) -> int:
+    """κ of a weight layer and its activation: 1 (σ keeps its output) or 2 (its input too), one more after a
+    convolution (module docstring); the weight layer counted one of them."""
+    return (1 if activation in OUTPUT_SAVED else 2) + convolution
 
 
 def _embedding(prof: ForwardProfile, planned: PlannedLayer, bias: bool) -> None:
@@ -234,8 +244,7 @@ def _attention(prof: ForwardProfile, planned: PlannedLayer, bias: bool) -> None:
 
 def _residual(prof: ForwardProfile, planned: PlannedLayer, default_bias: bool) -> None:
     """The branch's layers, the skip's bias-free projection where the shape changes, and the sum."""
-    for inner in planned.branch:
-        _graph_layer(prof, inner, default_bias)
+    _layers(prof, planned.branch, default_bias)
     projection = planned.parameters - sum(inner.parameters for inner in planned.branch)
     if planned.projection_stride is not None:
         shape, out = planned.in_shape, planned.out_shape

@@ -38,9 +38,10 @@ import math
 from dataclasses import dataclass
 
 from ntklab.api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, GlobalAvgPool, Residual
-from ntklab.api_schemas.graph_plan import PlannedLayer, conv_output_size
+from ntklab.api_schemas.graph_plan import PlannedLayer
 from ntklab.api_schemas.spec import JobSpec, input_dim
-from ntklab.planner.architecture import graph_input_shape, plan_model_graph, plan_network
+from ntklab.planner.architecture import graph_input_shape, plan_model_graph
+from ntklab.planner.builtin_graphs import as_graph
 
 CLOSED_FORMS = frozenset({"relu", "erf", "identity", "quadratic"})
 RULES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -68,39 +69,15 @@ class LimitCost:
 
 
 def limit_cost(spec: JobSpec) -> LimitCost:
-    """The cost of Θ∞ and Σ∞ of the spec's network (mlp, cnn, resnet or graph), the readout last;
-    ValueError if it cannot be planned."""
+    """The cost of Θ∞ and Σ∞ of the spec's network (a graph, or the graph an mlp, cnn or resnet is shorthand
+    for), the readout last; ValueError if it cannot be planned."""
     input_shape = spec.image_shape() or (input_dim(spec.data),)
-    hidden = _graph(spec, input_shape) if spec.model.kind == "graph" else _network(spec, input_shape)
-    return hidden.then(_dense(1, 1))
-
-
-def _graph(spec: JobSpec, input_shape: tuple[int, ...]) -> LimitCost:
-    shape = graph_input_shape(spec.model, input_shape)
+    graph = as_graph(spec.model, input_shape)
+    shape = graph_input_shape(graph, input_shape)
     cost = _input(_channels(shape), _positions(shape))
-    for planned in plan_model_graph(spec.model, input_shape).layers:
+    for planned in plan_model_graph(graph, input_shape).layers:
         cost = cost.then(_graph_layer(planned))
-    return cost
-
-
-def _network(spec: JobSpec, input_shape: tuple[int, ...]) -> LimitCost:
-    """mlp, cnn, resnet: weight layer and σ per hidden layer (a residual block around both), then the pooling."""
-    plan = plan_network(spec.model, input_shape)
-    image = plan.image_shape
-    grid = None if image is None else image[1:]
-    cost = _input(math.prod(input_shape) if image is None else image[0], 1 if grid is None else math.prod(grid))
-    for layer in plan.hidden:
-        if layer.kernel_size:
-            out = tuple(conv_output_size(size, layer.kernel_size, layer.stride, layer.padding) for size in grid)
-            weight, grid = _conv(grid, out, layer.kernel_size), out
-        else:
-            weight = _dense(1, 1)
-        positions = 1 if grid is None else math.prod(grid)
-        stage = weight.then(_activation(layer.activation, positions))
-        cost = cost.then(_residual(stage, positions, positions) if layer.residual else stage)
-    if grid is not None and plan.pool == "global_avg":
-        cost = cost.then(_pool(math.prod(grid), 1))
-    return cost
+    return cost.then(_dense(1, 1))
 
 
 def _positions(shape: tuple[int, ...]) -> int:

@@ -32,7 +32,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vjp, vmap
 
 from ntklab.engine.kernels.per_sample import saved_bytes_per_point
-from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import head_of
 from ntklab.engine.nets.network import trainable_parameters
 
 

@@ -35,6 +35,7 @@ from ntklab.engine.curvature.operators import (
 from ntklab.engine.curvature.spectral_estimators import spectral_norm, stochastic_lanczos_quadrature
 from ntklab.engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
 from ntklab.engine.kernels.per_sample import saved_bytes_per_point
+from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.network import trainable_parameters
 
 
@@ -97,7 +98,7 @@ def hessian_spectrum(
             ]
         ]
     else:
-        output_dim = getattr(net, "output_dim", None) or net(x_probe[:1]).shape[-1]
+        output_dim = net.output_dim if isinstance(net, TangentNetwork) else net(x_probe[:1]).shape[-1]
         points = x_probe[: spec.points]
         tally = Tally(len(points) * output_dim * per_hessian, progress)
         batch = probe_batch(net, x_probe[:1], spec.lanczos_steps)

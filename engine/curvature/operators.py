@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, jvp, vjp, vmap
 
 from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import head_of
 from ntklab.engine.nets.network import trainable_parameters
 from ntklab.engine.training.losses import summed_loss
 
@@ -83,7 +84,7 @@ def loss_reads(loss: str) -> str:
 
 def network_function(net: nn.Module, flat: FlatWeights, x: Tensor, of: str) -> Callable[[Tensor], Tensor]:
     """w [p] ↦ F(w; x) [n, O]: the logits f or the outputs φ(f) (identity head for a module without `head`)."""
-    head = getattr(net, "head", "identity")
+    head = head_of(net)
 
     def function(w: Tensor) -> Tensor:
         logits = functional_call(net, flat.unflatten(w), (x,))

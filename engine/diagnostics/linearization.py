@@ -18,7 +18,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jvp
 
-from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import head_of
 
 
 def linearization_errors(

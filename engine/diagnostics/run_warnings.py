@@ -35,7 +35,8 @@ from ntklab.api_schemas.run_warnings import RunWarning
 from ntklab.api_schemas.spec import HessianDiagnostics, InfiniteWidthDiagnostics, JobSpec, TrainingSpec
 from ntklab.engine.curvature.hessian import HessianReport
 from ntklab.engine.kernels.ntk import kernel_trace_by_parameter
-from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import head_of
 from ntklab.engine.training.data import Dataset
 
 DOMINANT_SHARE = 0.9

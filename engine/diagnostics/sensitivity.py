@@ -7,7 +7,7 @@ residual stream after the block), the paper's condition (b) of Theorem 3.1 asks 
     linf = max_{i,a} ‖∂f_a(x_i)/∂α^(l)‖_∞,     l2 = max_{i,a} ‖∂f_a(x_i)/∂α^(l)‖₂
 
 (the total derivative through everything downstream of α^(l); conv maps are flattened).
-One forward and O backward passes. ntklab's networks name their hidden layers
+One forward and O backward passes. A TangentNetwork names its hidden layers
 (forward_with_hidden); for any other module they are the outputs of its parameter-free leaf
 modules (the activations: nn.Tanh, nn.ReLU, …) called between its first and its last module
 with parameters, in call order: nn.Sequential(Linear, Tanh, Linear, Tanh, Linear) has two.
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import TangentNetwork, head_of, leaf_representations
 
 
 @dataclass
@@ -51,28 +52,6 @@ def layer_sensitivity(net: nn.Module, x: Tensor, *, of: str = "outputs") -> list
 
 
 def hidden_representations(net: nn.Module, x: Tensor) -> tuple[Tensor, list[Tensor]]:
-    """(logits [n, O], [α^(1), …, α^(L)]) from one forward pass with grad: forward_with_hidden where the net has
-    it, else the outputs of the parameter-free leaf modules called between the first and the last module with
-    parameters."""
-    if hasattr(net, "forward_with_hidden"):
-        return net.forward_with_hidden(x)
-    calls: list[tuple[bool, object]] = []
-    leaves = [module for module in net.modules() if next(module.children(), None) is None]
-    hooks = [
-        leaf.register_forward_hook(lambda module, inputs, output: calls.append((_has_parameters(module), output)))
-        for leaf in leaves
-    ]
-    try:
-        logits = net(x)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    weighted = [index for index, (has_parameters, _) in enumerate(calls) if has_parameters]
-    if not weighted:
-        return logits, []
-    between = calls[weighted[0] + 1 : weighted[-1]]
-    return logits, [output for has_parameters, output in between if not has_parameters and isinstance(output, Tensor)]
-
-
-def _has_parameters(module: nn.Module) -> bool:
-    return next(module.parameters(recurse=False), None) is not None
+    """(logits [n, O], [α^(1), …, α^(L)]) from one forward pass with grad: a TangentNetwork's forward_with_hidden,
+    else the outputs of the module's parameter-free leaf modules (nets.base.leaf_representations)."""
+    return net.forward_with_hidden(x) if isinstance(net, TangentNetwork) else leaf_representations(net, x)

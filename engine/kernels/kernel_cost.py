@@ -21,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ntklab.engine.kernels.layer_capture import DirectUse, capture
 from ntklab.engine.kernels.per_sample import SavedBytes
+from ntklab.engine.nets.base import head_of
 from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from ntklab.planner.kernel_cost_model import (  # noqa: F401  (the cost model, used through this module by ntk.py)
     MEMORY_BUDGET_BYTES,
@@ -47,7 +48,7 @@ def cached_profile(net: nn.Module, x: Tensor, of: str, outputs: Callable[[Tensor
         x.dtype,
         x.device.type,
         of,
-        getattr(net, "head", None),
+        head_of(net),
         tuple(type(m) for m in net.modules()),
         tuple((id(p), name, tuple(p.shape), p.requires_grad) for name, p in net.named_parameters()),
     )

@@ -70,7 +70,8 @@ from ntklab.engine.kernels.kernel_rules import add_direct_kernel, add_layer_kern
 from ntklab.engine.kernels.layer_capture import capture, fallback_names, rule_parameters
 from ntklab.engine.kernels.per_sample import per_sample_kernel, saved_bytes_per_point
 from ntklab.engine.kernels.symmetric_gram import add_gram, mirror
-from ntklab.engine.nets.activations import apply_head, head_of
+from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import TangentNetwork, head_of
 from ntklab.engine.nets.network import trainable_parameters
 
 Method = Literal["structured", "jacobian", "ntk_vp"]
@@ -326,7 +327,7 @@ def _ntk_vp_block(net: nn.Module, params: dict[str, Tensor], rows: int, x: Tenso
     p = sum(t.numel() for t in params.values())
     itemsize = next(iter(params.values())).element_size()
     with FlopCounterMode(display=False) as counter:
-        if hasattr(net, "forward_with_hidden"):
+        if isinstance(net, TangentNetwork):
             with torch.no_grad():
                 activations = x.numel() + x.shape[0] * sum(h.numel() for h in net.forward_with_hidden(x[:1])[1])
         else:

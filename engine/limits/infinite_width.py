@@ -3,8 +3,8 @@ the finite network's tangent kernel is from Θ∞ (`diagnostics.infinite_width`)
 
     infinite_width_report(spec, net, x, kernels_init, kernels_final, ...) -> (summary, artifacts)
 
-The network is read from the spec — the layer plan of planner/architecture.py for mlp,
-cnn and resnet, of api_schemas/graph_plan.py for a graph — as a sequence of the layer maps of
+The network is read from the spec — the layer plan (api_schemas/graph_plan.py) of its graph, or of the
+graph an mlp, cnn or resnet is shorthand for (planner/builtin_graphs.py) — as a sequence of the layer maps of
 engine/limits/limit_maps.py, each weight layer with ρ = c²·fan_in from the same rule
 (parameterization.py) the network's weights were drawn with. api_schemas/infinite_width.py
 refuses at submission what has no limit (meanfield, onnx, max_pool, layer_norm, attention, …).
@@ -40,7 +40,8 @@ from ntklab.engine.limits import limit_maps
 from ntklab.engine.limits.limit_maps import Moments
 from ntklab.engine.nets.parameterization import multiplier_and_std
 from ntklab.engine.result import Artifact, Scalar
-from ntklab.planner.architecture import graph_input_shape, plan_model_graph, plan_network
+from ntklab.planner.architecture import graph_input_shape, plan_model_graph
+from ntklab.planner.builtin_graphs import as_graph
 
 LayerMap = Callable[[Moments], Moments]
 
@@ -73,16 +74,11 @@ def _layer_maps(model: ModelSpec, x: Tensor, tolerance: float) -> tuple[Moments,
     """The input's moments and the maps of every layer, the readout last."""
     rho = partial(_rho, model.parameterization)
     act = partial(_activation, tolerance=tolerance)
-    if model.kind == "graph":
-        shape = graph_input_shape(model, tuple(x.shape[1:]))
-        plan = plan_model_graph(model, tuple(x.shape[1:]))
-        maps = [_graph_map(planned, model, rho, act) for planned in plan.layers]
-        features = plan.features
-    else:
-        plan = plan_network(model, tuple(x.shape[1:]))
-        shape = plan.image_shape or (math.prod(x.shape[1:]),)
-        maps = _builtin_maps(model, plan, rho, act)
-        features = plan.readout.in_size
+    graph = as_graph(model, tuple(x.shape[1:]))
+    shape = graph_input_shape(graph, tuple(x.shape[1:]))
+    plan = plan_model_graph(graph, tuple(x.shape[1:]))
+    maps = [_graph_map(planned, graph, rho, act) for planned in plan.layers]
+    features = plan.features
     readout = partial(
         limit_maps.dense, rho=rho(features, readout=True), bias=model.bias, trainable=model.train_output_layer
     )
@@ -109,34 +105,6 @@ def _rho(parameterization: str, fan_in: int, *, readout: bool = False) -> float:
 
 def _activation(name: str, *, tolerance: float) -> LayerMap:
     return partial(limit_maps.activation, name=name, tolerance=tolerance)
-
-
-def _builtin_maps(model: ModelSpec, plan, rho, act) -> list[LayerMap]:
-    """mlp / cnn: weight layer then σ per hidden layer; resnet: the first layer, then residual blocks
-    h + (1/B)·σ(layer(h)); a convolutional net's readout reads the global average or the flattened map."""
-    blocks = sum(layer.residual for layer in plan.hidden)
-    maps: list[LayerMap] = []
-    for layer in plan.hidden:
-        weight = (
-            partial(
-                limit_maps.conv,
-                kernel_size=layer.kernel_size,
-                stride=layer.stride,
-                padding=layer.padding,
-                rho=rho(layer.fan_in),
-                bias=model.bias,
-            )
-            if layer.kernel_size
-            else partial(limit_maps.dense, rho=rho(layer.fan_in), bias=model.bias)
-        )
-        stage = [weight, act(layer.activation)]
-        if layer.residual:
-            maps.append(partial(_residual, branch=stage, projection=None, scale=1.0 / blocks))
-        else:
-            maps += stage  # two maps, a checkpoint after each
-    if plan.image_shape is not None:
-        maps.append(_global_pool if plan.pool == "global_avg" else limit_maps.flatten)
-    return maps
 
 
 def _graph_map(planned: PlannedLayer, model: ModelSpec, rho, act) -> LayerMap:

@@ -2,8 +2,8 @@
 
 Hidden: α = σ(z) element-wise. Head: the network's outputs are φ(f(w; x)) ∈ R^O where
 f are the logits; every head is element-wise except softmax, which normalises over
-the last dimension. All maps take and return tensors of the same shape. A module that is not
-one of ntklab's networks has no head attribute: its head is the identity (head_of).
+the last dimension. All maps take and return tensors of the same shape. A network names its head
+(engine/nets/base.py, head_of: the identity for a module that is not a TangentNetwork).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 
 def tanh(z: Tensor) -> Tensor:
@@ -63,12 +63,6 @@ def apply_head(name: str, logits: Tensor) -> Tensor:
         return _ELEMENTWISE_HEADS[name](logits)
     except KeyError:
         raise ValueError(f"unknown output activation {name!r}; expected one of {', '.join(HEADS)}") from None
-
-
-def head_of(net: nn.Module) -> str:
-    """The head φ of a network by name: its `head` attribute (ntklab's networks), "identity" for any other
-    module, whose outputs are then its logits."""
-    return getattr(net, "head", "identity")
 
 
 def hidden_activation(name: str) -> Callable[[Tensor], Tensor]:

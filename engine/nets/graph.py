@@ -3,7 +3,7 @@
     f(w; x) = c_r · W_r h_L(x) + β_r · b_r,   h_0 = x reshaped to model.input_shape,  h_l = layer_l(h_{l−1})
 
 where h_L [n, F] is the graph's final vector and the readout (W_r, b_r, c_r) is the model's
-output head, exactly as for the built-in kinds: a ScaledLinear F → O, frozen when
+output head: a ScaledLinear F → O, frozen when
 train_output_layer is false, with c_r = 1/F and β_r = 1/√F under meanfield. The outputs are φ(f) for the
 head φ. The shapes come from planner/architecture.py (the same plan the service counts
 parameters on); the layers are engine/nets/graph_layers.py, attention.py and the scaled
@@ -11,8 +11,7 @@ layers of layers.py, each with the multiplier and initial std of parameterizatio
 fan-in. Weights are drawn from one float64 CPU generator seeded with `seed`, layer by layer
 in the order of the spec (depth first, a residual's branch before its projection; within a
 layer: dense/conv weight then bias; attention Q, K, V, O; embedding table then positions),
-the readout last — the order of network.py, so a built-in family written as a graph
-(api_schemas/graph_builtin.py) has the same weights for a seed.
+the readout last; a built-in kind is the graph planner/builtin_graphs.py lowers it to.
 
 Hidden representations (layer sensitivity): the output of every top-level `activation` and
 `residual` layer — the post-activation α^(l) and the residual stream after each block, as
@@ -41,21 +40,22 @@ from ntklab.api_schemas.graph import (
 from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
 from ntklab.api_schemas.spec import ModelSpec
 from ntklab.engine.nets import graph_layers
-from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.attention import SelfAttention as SelfAttentionModule
+from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from ntklab.engine.nets.parameterization import bias_multiplier, initialise_, multiplier_and_std
 from ntklab.planner.architecture import plan_model_graph
 
 
-class GraphNetwork(nn.Module):
-    """f(w; x) ∈ R^O; x is [n, *input_shape] or its flat rows [n, ∏ input_shape]."""
+class GraphNetwork(TangentNetwork):
+    """f(w; x) ∈ R^O; x is [n, *input_shape] or its flat rows [n, ∏ input_shape].
 
-    kind = "graph"
+    The layers run in order through the named sections (one, `body`, for a graph; `stages` and
+    `pooling` for a built-in kind, see build_graph_network), then the readout."""
 
     def __init__(
         self,
-        body: list[nn.Module],
+        sections: dict[str, list[nn.Module]],
         hidden: list[bool],
         readout: ScaledLinear,
         *,
@@ -63,29 +63,26 @@ class GraphNetwork(nn.Module):
         output_dim: int,
         input_shape: tuple[int, ...],
         parameterization: str,
+        kind: str = "graph",
     ) -> None:
-        super().__init__()
-        self.body = nn.ModuleList(body)
+        super().__init__(head=head, output_dim=output_dim, kind=kind, parameterization=parameterization)
+        for name, layers in sections.items():
+            self.add_module(name, nn.ModuleList(layers))
+        self.sections = tuple(sections)
         self.hidden = tuple(hidden)
         self.readout = readout
-        self.head = head
-        self.output_dim = output_dim
         self.input_shape = input_shape
-        self.parameterization = parameterization
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits f(w; x), [n, O]."""
         return self.forward_with_hidden(x)[0]
 
-    def outputs(self, x: Tensor) -> Tensor:
-        """φ(f(w; x)), [n, O]."""
-        return apply_head(self.head, self.forward(x))
-
     def forward_with_hidden(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:
         """Logits [n, O] and the outputs of the top-level activation and residual layers."""
         h = x.reshape(x.shape[0], *self.input_shape)
         hidden = []
-        for layer, is_hidden in zip(self.body, self.hidden):
+        layers = (layer for name in self.sections for layer in self.get_submodule(name))
+        for layer, is_hidden in zip(layers, self.hidden):
             h = layer(h)
             if is_hidden:
                 hidden.append(h)
@@ -99,8 +96,14 @@ def build_graph_network(
     seed: int,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    kind: str = "graph",
 ) -> GraphNetwork:
-    """The seeded network of a graph spec; input_shape is the data's shape of one input (flat or not)."""
+    """The seeded network of a graph spec; input_shape is the data's shape of one input (flat or not).
+
+    kind: "graph", or the built-in kind (mlp, cnn, resnet) the graph was lowered from
+    (planner/builtin_graphs.as_graph); a built-in kind's hidden layers are grouped into
+    stages (graph_layers.Stage), so that its parameters keep the names its results have always
+    carried: `stages.l.layer.weight`, `stages.l.layer.bias`, then `readout.weight`, `readout.bias`."""
     plan = plan_model_graph(model, input_shape)
     maker = LayerMaker(model, torch.Generator().manual_seed(seed), dtype, device)
     body = [maker.build(planned) for planned in plan.layers]
@@ -108,14 +111,19 @@ def build_graph_network(
     readout.requires_grad_(model.train_output_layer)
     hidden = [isinstance(planned.layer, (ActivationLayer, Residual)) for planned in plan.layers]
     hidden[-1] = hidden[-1] or not any(hidden)
+    sections = {"body": body}
+    if kind != "graph":
+        stages, pooling = graph_layers.stages(body)
+        sections, hidden = {"stages": stages, "pooling": pooling}, [True] * len(stages) + [False] * len(pooling)
     return GraphNetwork(
-        body,
+        sections,
         hidden,
         readout,
         head=model.output_activation,
         output_dim=model.output_dim,
         input_shape=plan.input_shape,
         parameterization=model.parameterization,
+        kind=kind,
     )
 
 

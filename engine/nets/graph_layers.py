@@ -12,6 +12,9 @@ Batched shapes: a vector h [n, d], tokens [n, T, d], an image [n, C, H, W].
     PatchEmbed      [n, C, H, W] → conv(kernel = stride = p) [n, m, H/p, W/p] → [n, T, m] (+ c·P[t])
     Residual        skip(h) + scale · branch(h); skip = h, or a bias-free ScaledLinear / 1×1
                     ScaledConv2d projection where the branch changes the shape
+    Stage           σ(layer(h)), or h + scale · σ(layer(h)): one hidden layer of an mlp, cnn or
+                    resnet, its graph's (affine, activation) pair or residual([affine, activation])
+                    held under one name, so that its weights are `stages.l.layer.weight` as ever
 
 The position embedding P is a ScaledEmbedding read at the ids 0…T−1, so every trainable
 weight of a graph except LayerNorm's γ, β sits in a ScaledLinear, ScaledConv2d or ScaledEmbedding.
@@ -24,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ntklab.engine.nets.activations import hidden_activation
-from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding
+from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 
 
 class Activation(nn.Module):
@@ -127,3 +130,39 @@ class Residual(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale={self.scale:.4g}"
+
+
+class Stage(nn.Module):
+    """α = σ(layer(h)), or h + residual_scale · σ(layer(h)) for a residual block."""
+
+    def __init__(self, layer: nn.Module, activation: str, residual_scale: float | None) -> None:
+        super().__init__()
+        self.layer = layer
+        self.activation = activation
+        self.residual_scale = residual_scale
+        self._sigma = hidden_activation(activation)
+
+    def forward(self, h: Tensor) -> Tensor:
+        a = self._sigma(self.layer(h))
+        return a if self.residual_scale is None else h + self.residual_scale * a
+
+    def extra_repr(self) -> str:
+        return f"σ={self.activation}, residual_scale={self.residual_scale}"
+
+
+def stages(body: list[nn.Module]) -> tuple[list[Stage], list[nn.Module]]:
+    """The layers of a built-in kind's graph (planner/builtin_graphs.py) as its stages — each (affine,
+    activation) pair, each residual([affine, activation]) — and the pooling after them (none, or one
+    global average or flatten); the same modules, so the same weights and function."""
+    grouped: list[Stage] = []
+    index = 0
+    while index < len(body) and isinstance(body[index], (Residual, ScaledLinear, ScaledConv2d)):
+        layer = body[index]
+        if isinstance(layer, Residual):
+            affine, activation = layer.branch
+            grouped.append(Stage(affine, activation.name, layer.scale))
+            index += 1
+        else:
+            grouped.append(Stage(layer, body[index + 1].name, None))
+            index += 2
+    return grouped, body[index:]

@@ -71,7 +71,7 @@ from torch import Tensor, nn
 from ntklab.api_schemas.spec import ModelSpec
 from ntklab.api_schemas.uploads import constant_names, node_description, trainable_initializers
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
-from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.layers import ScaledConv1d, ScaledConv2d, ScaledEmbedding, ScaledLinear
 from ntklab.engine.nets.onnx_ops.activations import ACTIVATIONS
 from ntklab.engine.nets.onnx_ops.registry import Node, OnnxConversionError, decoded_attributes, table
@@ -94,7 +94,7 @@ class Step:
     layer: int | None = None
 
 
-class OnnxNetwork(nn.Module):
+class OnnxNetwork(TangentNetwork):
     """f(w; x) of an uploaded ONNX graph; `layers` hold the Linear/Conv weights, `weights` the other parameters."""
 
     def __init__(
@@ -106,11 +106,12 @@ class OnnxNetwork(nn.Module):
         device,
         checkpoint: Checkpoint = no_checkpoint,
     ) -> None:
-        super().__init__()
-        self.head = model.output_activation
-        self.output_dim = model.output_dim
-        self.kind = "onnx"
-        self.parameterization = model.parameterization
+        super().__init__(
+            head=model.output_activation,
+            output_dim=model.output_dim,
+            kind="onnx",
+            parameterization=model.parameterization,
+        )
         self.float_dtype = dtype
         self.opset = opset
         self.layers = nn.ModuleList()
@@ -169,15 +170,16 @@ class OnnxNetwork(nn.Module):
         """The value of a constant (initializer or Constant node) known when converting, else None."""
         return self._values.get(name)
 
-    # ---- the network interface of ntklab.engine.nets.network.Network
+    def saved_parameters(self) -> dict[str, Tensor]:
+        """The initializers' views (initializer_views): a weights artifact holds an uploaded model's weights as
+        its file names and shapes them."""
+        return self.initializer_views()
+
+    # ---- the network interface of ntklab.engine.nets.base.TangentNetwork
 
     def forward(self, x: Tensor) -> Tensor:
-        """Logits f(w; x), [n, O]."""
+        """Logits f(w; x), [n, O] (no hidden representations collected)."""
         return self._run(x, None)
-
-    def outputs(self, x: Tensor) -> Tensor:
-        """φ(f(w; x)), [n, O]."""
-        return apply_head(self.head, self.forward(x))
 
     def forward_with_hidden(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:
         """Logits and the outputs of the activation nodes (α^(1..L)), in execution order."""

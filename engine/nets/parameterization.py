@@ -15,10 +15,9 @@ multipliers, so its kernel block β²·GGᵀ is of the order of the weights' c²
     standard   β = 1           (the weights' block is fan_in times ntk's: the bias's share is O(1/fan_in))
     meanfield  hidden layers as ntk; the readout β = 1/√fan_in   (β = 1 would carry the whole kernel)
 
-docs/diagnostics.md ("Bias multipliers") has the reasoning. The one rule of the built-in
-families (network.py) and of layer graphs (graph.py), so a graph and a built-in network have the
-same weights for a seed. Draws are float64 from a CPU torch.Generator, the weight then the
-bias, then cast.
+docs/diagnostics.md ("Bias multipliers") has the reasoning. The one rule of every layer graph
+(graph.py; an mlp, cnn or resnet is one). Draws are float64 from a CPU torch.Generator, the weight
+then the bias, then cast.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from torch import Tensor
 
 from ntklab.api_schemas.spec import TrainingSpec
 from ntklab.engine.callbacks import Callbacks, JobCancelled, Progress
-from ntklab.engine.nets.network import Network, trainable_parameters
+from ntklab.engine.nets.base import TangentNetwork
+from ntklab.engine.nets.network import trainable_parameters
 from ntklab.engine.training.data import Dataset
 from ntklab.engine.training.losses import summed_loss
 
@@ -73,7 +74,7 @@ def auto_lr(logits_lambda_max: float, n_probe: int, *, head: str, loss: str) -> 
     return n_probe / (slope_squared * logits_lambda_max)
 
 
-def loss_function(name: str, net: Network) -> Callable[[Tensor, Tensor], Tensor]:
+def loss_function(name: str, net: TangentNetwork) -> Callable[[Tensor, Tensor], Tensor]:
     """L(x [b, …], y [b, O] or class labels [b]) → scalar, as defined in the module docstring."""
     reads, summed = (net.outputs if name == "mse" else net), summed_loss(name)
     return lambda x, y: summed(reads(x), y) / len(x)
@@ -94,7 +95,7 @@ def minibatches(n: int, batch_size: int, seed: int) -> Iterator[Tensor]:
 
 
 def train(
-    net: Network,
+    net: TangentNetwork,
     data: Dataset,
     spec: TrainingSpec,
     *,

@@ -20,6 +20,7 @@ from ntklab.engine.kernels.layer_capture import capture
 from ntklab.engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
 from ntklab.engine.kernels.per_sample import per_sample_kernel
 from ntklab.engine.nets.activations import apply_head
+from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.layers import ScaledConv2d, ScaledEmbedding, ScaledLinear
 from ntklab.engine.nets.network import build_network, trainable_parameters
 
@@ -50,12 +51,12 @@ class Block(nn.Module):
         return h + self.fc2(F.gelu(self.fc1(self.ln2(h))))
 
 
-class TinyTransformer(nn.Module):
+class TinyTransformer(TangentNetwork):
     """Tokens [n, T] through ScaledEmbedding (or features [n, T, d_in] through a ScaledLinear) + a learned
     positional table, one block, LayerNorm, mean over tokens, ScaledLinear readout."""
 
     def __init__(self, *, tokens, T=5, d=8, out=3, head="softmax", vocab=7, d_in=4):
-        super().__init__()
+        super().__init__(head=head, output_dim=out)
         if tokens:
             self.embed = ScaledEmbedding(vocab, d, weight_multiplier=1.0, dtype=F64)
         else:
@@ -64,24 +65,22 @@ class TinyTransformer(nn.Module):
         self.block = Block(d, heads=2, hidden=12)
         self.ln = nn.LayerNorm(d, dtype=F64)
         self.readout = linear(d, out)
-        self.head = head
 
     def forward(self, x):
         h = self.block(self.embed(x) + self.position)
         return self.readout(self.ln(h).mean(dim=1))
 
 
-class TinyViT(nn.Module):
+class TinyViT(TangentNetwork):
     """[n, 1, 8, 8] -> 4×4 patches by a ScaledConv2d (stride 4) -> class token + 4 tokens -> block -> class token readout."""
 
     def __init__(self, d=8, out=3, head="tanh"):
-        super().__init__()
+        super().__init__(head=head, output_dim=out)
         self.patch = ScaledConv2d(1, d, 4, stride=4, padding=0, bias=True, weight_multiplier=0.25, dtype=F64)
         self.cls = nn.Parameter(torch.empty(1, 1, d, dtype=F64))
         self.block = Block(d, heads=2, hidden=12)
         self.ln = nn.LayerNorm(d, dtype=F64)
         self.readout = linear(d, out)
-        self.head = head
 
     def forward(self, x):
         tokens = self.patch(x).flatten(2).transpose(1, 2)
@@ -89,11 +88,11 @@ class TinyViT(nn.Module):
         return self.readout(self.ln(h[:, 0]))
 
 
-class VGGLike(nn.Module):
+class VGGLike(TangentNetwork):
     """conv-relu-conv-relu-maxpool-conv-relu-maxpool, flatten, ScaledLinear-relu-ScaledLinear; [n, 1, 8, 8]."""
 
     def __init__(self, out=3, head="sigmoid"):
-        super().__init__()
+        super().__init__(head=head, output_dim=out)
 
         def conv(c_in, c_out):
             return ScaledConv2d(
@@ -102,7 +101,6 @@ class VGGLike(nn.Module):
 
         self.convs = nn.ModuleList([conv(1, 4), conv(4, 4), conv(4, 6)])
         self.fc, self.readout = linear(6 * 2 * 2, 10), linear(10, out)
-        self.head = head
 
     def forward(self, x):
         h = F.relu(self.convs[1](F.relu(self.convs[0](x))))
@@ -110,18 +108,17 @@ class VGGLike(nn.Module):
         return self.readout(F.relu(self.fc(h.flatten(1))))
 
 
-class TiedAndForeign(nn.Module):
+class TiedAndForeign(TangentNetwork):
     """The awkward cases: one ScaledLinear called twice, one applied to the [n·T, d] reshaped batch, one whose
     output is modified in place, a plain nn.Linear, and a readout tied to the embedding table (logits = h Eᵀ)."""
 
     def __init__(self, vocab=5, d=6, head="swish"):
-        super().__init__()
+        super().__init__(head=head, output_dim=vocab)
         self.embed = ScaledEmbedding(vocab, d, weight_multiplier=1.0, dtype=F64)
         self.twice = linear(d, d)
         self.flat = linear(d, d)
         self.in_place = linear(d, d, bias=False)
         self.plain = nn.Linear(d, d, dtype=F64)
-        self.head = head
 
     def forward(self, tokens):
         h = self.embed(tokens)
@@ -376,27 +373,25 @@ def test_auto_picks_structured_for_the_built_in_networks():
         assert resolve_method(net, "auto") == "structured"
 
 
-class DenseFallback(nn.Module):
+class DenseFallback(TangentNetwork):
     """ScaledLinear(8, 64) -> tanh -> nn.Linear(64, 64) (no rule: 4160 of the 4931 parameters) -> tanh -> ScaledLinear(64, 3)."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__(head="identity", output_dim=3)
         self.first, self.plain, self.readout = linear(8, 64), nn.Linear(64, 64, dtype=F64), linear(64, 3)
-        self.head = "identity"
 
     def forward(self, x):
         return self.readout(torch.tanh(self.plain(torch.tanh(self.first(x)))))
 
 
-class ConvFallback(nn.Module):
+class ConvFallback(TangentNetwork):
     """ScaledConv2d(1, 4) -> relu -> nn.Conv2d(4, 16) (no rule: 592 of the 683 parameters) -> relu -> mean -> ScaledLinear."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__(head="identity", output_dim=3)
         self.first = ScaledConv2d(1, 4, 3, stride=1, padding=1, bias=True, weight_multiplier=1 / 3, dtype=F64)
         self.plain = nn.Conv2d(4, 16, 3, padding=1, dtype=F64)
         self.readout = linear(16, 3)
-        self.head = "identity"
 
     def forward(self, x):
         return self.readout(torch.relu(self.plain(torch.relu(self.first(x)))).mean(dim=(2, 3)))

@@ -41,6 +41,19 @@ def test_every_trainable_layer_is_scaled_and_frozen_readout_has_no_grad():
     assert set(trainable_parameters(net)) == {"stages.0.layer.weight", "stages.0.layer.bias"}
 
 
+@pytest.mark.parametrize("fields,shape", SPECS)
+def test_a_builtin_kind_names_its_parameters_by_stage_and_its_hidden_layers_are_the_stages(fields, shape):
+    """The names results carry (layer sensitivity, block norms, weight artifacts) are the built-in kinds' own:
+    stages.l.layer.{weight, bias} for hidden layer l, then readout.{weight, bias}, though the network is a graph."""
+    spec = ModelSpec(**fields)
+    net = build_network(spec, shape, seed=0)
+    layers = len(spec.hidden) if spec.kind != "resnet" else 1 + spec.blocks
+    suffixes = ("weight", "bias") if spec.bias else ("weight",)
+    stages = [f"stages.{l}.layer.{suffix}" for l in range(layers) for suffix in suffixes]
+    assert [name for name, _ in net.named_parameters()] == stages + [f"readout.{suffix}" for suffix in suffixes]
+    assert len(net.forward_with_hidden(torch.randn(2, *shape))[1]) == len(net.stages) == layers
+
+
 def test_same_seed_gives_identical_weights_and_different_seed_does_not():
     spec = ModelSpec(kind="resnet", hidden=[6], blocks=2, output_dim=2)
     a, b, c = (build_network(spec, (4,), seed=s) for s in (3, 3, 4))

@@ -13,7 +13,8 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 from ntklab.api_schemas.spec import JobSpec, ModelSpec
 from ntklab.engine.diagnostics.linearization import linearization_errors
 from ntklab.engine.kernels.ntk import outputs_kernel, tangent_kernel
-from ntklab.engine.nets.network import Network, build_network, trainable_parameters
+from ntklab.engine.nets.graph import GraphNetwork
+from ntklab.engine.nets.network import build_network, trainable_parameters
 from ntklab.engine.run import run
 
 NETS = [
@@ -80,7 +81,7 @@ def probe_forward_passes(head: str) -> dict[int, int]:
     steps = Steps()
 
     def count(module, args):
-        if isinstance(module, Network) and args[0].shape[0] == 6:
+        if isinstance(module, GraphNetwork) and args[0].shape[0] == 6:
             calls[steps.step] = calls.get(steps.step, 0) + 1
 
     hook = register_module_forward_pre_hook(count)

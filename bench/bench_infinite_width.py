@@ -11,7 +11,7 @@ CNNs of 128 channels) on the same points, for scale.
 
 Then the peer row: the relu CNN 3×conv with global average pooling on n = 64 inputs 1×8×8 against
 neural-tangents' stax kernel of the same network (bench/peers_nt_infinite_cnn.py, run by the python
-of a bench-only environment with jax 0.4.23 and neural-tangents: --nt-python, default .venv-nt/bin/python;
+of a bench-only environment with jax 0.4.23 and neural-tangents: --nt-python, default .venv-jax/bin/python, which `make .venv-jax` builds;
 the row is skipped with the reason when it cannot run). Interleaved: neural-tangents serves one
 call per request after its jit warm-up, each followed by one ntklab call, R times; the medians,
 their ratio, the two kernels' largest relative difference, and the load average before and after.
@@ -84,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--nt-python", default=".venv-nt/bin/python", help="python of the neural-tangents bench env")
+    parser.add_argument("--nt-python", default=".venv-jax/bin/python", help="python of the neural-tangents bench env")
     parser.add_argument("--peer-repeats", type=int, default=5)
     args, _ = parser.parse_known_args()  # make bench passes the same BENCH_ARGS to every bench
     torch.set_num_threads(args.threads)

@@ -10,7 +10,8 @@ ntklab's time, each peer's time and peer / ntklab; float64 agreement beside it.
 
     curvature   the loss Hessian's top-k eigenvalues, Hutchinson trace and SLQ density
                 (bench/peers/curvature.py)
-    ntk         the tangent kernel and the infinite-width kernel (bench/peers/ntk.py)
+    ntk         the tangent kernel (MLP, CNN, ViT block) and the infinite-width CNN kernel
+                (bench/peers/ntk.py, bench/peers/infinite_cnn.py)
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def main() -> None:
         "--threads",
         type=int,
         default=1,
-        help="torch threads; 1 because two, on a shared and oversubscribed machine, made every "
-        "implementation about 10× slower and the ratios noise",
+        help="torch threads, and XLA's in the neural-tangents subprocesses (1: XLA_FLAGS "
+        "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1); 1 because two, on a shared and "
+        "oversubscribed machine, made every implementation about 10× slower and the ratios noise",
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -56,7 +58,7 @@ def main() -> None:
             f"{args.threads} thread(s), {load} at start",
             NTK_COLUMNS,
         )
-        ntk_rows(args.repeats, print_row)
+        ntk_rows(args.repeats, print_row, args.threads)
         print(f"\nload average at end: {' / '.join(f'{v:.1f}' for v in os.getloadavg())}")
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+import types
 
 
 def main() -> None:
@@ -37,8 +38,11 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help="one timed call per line of stdin")
     args = parser.parse_args()
     if args.threads == 1:
-        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
+        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
+    # neural_tangents' `experimental` package imports TensorFlow (its TF port, unused here and not
+    # installed in .venv-jax): an empty module stands in for it, as in bench/peers/nt_worker.py
+    sys.modules["neural_tangents.experimental"] = types.ModuleType("neural_tangents.experimental")
     import jax  # noqa: PLC0415 (after XLA_FLAGS)
     import numpy as np  # noqa: PLC0415
 

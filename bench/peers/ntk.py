@@ -1,46 +1,48 @@
-"""Tangent-kernel rows: ntklab (auto and structured) against nngeometry and neural-tangents.
+"""Tangent-kernel rows: ntklab (auto and structured) against nngeometry and neural-tangents, same weights and data.
 
-The empirical NTK of the logits, K [n·O, n·O] (row i·O + a), of an ntklab MLP 64-1024³-O, tanh,
-standard parameterization (c = 1: the kernel is over the same parameters for every peer; in
-the NTK parameterization a torch.nn copy's kernel would differ by c² per layer), on n = 256
-Gaussian points, O = 1 and 10. The peers get the same weights: nngeometry's GramMatrix a
-torch.nn.Sequential copy (its hooks know torch.nn.Linear only); neural-tangents (structured derivatives, jitted) the raw
-weights in stax.Dense(parameterization="ntk") in a subprocess of .venv-jax
-(bench/peers/nt_worker.py), one kernel per round on request so that the rounds interleave (its
-time includes the pipe's round trip, well under a millisecond). Agreement: max |K_peer − K| / max |K| in float64.
+The empirical NTK of the logits, K [n·O, n·O] (row i·O + a), on issue 29's networks:
 
-Not ported yet (issue 29's other NTK rows): the CNN (3×conv 32, GAP), the ViT block and the
-infinite-width relu CNN; the rows print why.
+    MLP 64-1024³-O tanh, n = 256, O = 1 and 10   Gaussian inputs, standard parameterization
+    CNN 3×conv32 (3×3, same padding) relu, GAP, O = 10, n = 128   digits 8×8, standard parameterization
+    ViT block (bench_graph_kernels.ViT, one block), O = 10, n = 64   digits 8×8, NTK parameterization
+
+then the infinite-width row (bench/peers/infinite_cnn.py). Peers: nngeometry's GramMatrix on
+nn_copies.py's torch.nn copy (the same function; the same kernel where c = 1, hence the standard
+parameterization of the MLP and CNN); neural-tangents' structured-derivatives empirical NTK on
+nt_export.py's port of the same weights (stax layers, or vit_function.py for the ViT) in a
+.venv-jax subprocess (nt_client.py). Every network is drawn once in float64 and cast, so the
+float32 timings and the float64 agreement see the same weights on every side. Timing: float32,
+interleaved (harness.py), `threads` for torch and for XLA. Agreement: max |K − K_auto| / max
+|K_auto| in float64 of ntklab's structured method, nngeometry and neural-tangents. nngeometry
+0.4's generic per-layer rule (JacobianFactory.kxy, which its Conv2d uses; its Linear rule is its
+own) allocates the per-example gradients with torch.zeros at torch's default dtype, float32 even
+for a float64 model, which caps its conv kernel's agreement at ~1e-7: the agreement call runs it
+with float64 as the default dtype.
 """
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
-from bench.peers.harness import interleaved, ratio_cell, seconds_cell
+from bench.bench_kernels import method_row_inputs, method_row_network, method_rows
+from bench.peers.harness import Timing, interleaved, ratio_cell, seconds_cell
+from bench.peers.infinite_cnn import infinite_cnn_row
+from bench.peers.nn_copies import sequential_copy, vit_copy
+from bench.peers.nt_client import NeuralTangents, jax_missing
+from bench.peers.nt_export import sequential_problem, vit_problem
 from ntklab.api_schemas.spec import ModelSpec
-from ntklab.engine.kernels.ntk import tangent_kernel
+from ntklab.engine.kernels.ntk import resolve_method, tangent_kernel
 from ntklab.engine.nets.network import build_network
 
-ROOT = Path(__file__).resolve().parents[2]
-JAX_PYTHON = ROOT / ".venv-jax" / "bin" / "python"
-D, N = 64, 256
-NETWORKS = {f"MLP 64-1024³-{O} tanh, n=256": O for O in (1, 10)}
-NOT_PORTED = {
-    "CNN 3×conv32 GAP O=10, n=128": "not ported to the peers' layers yet",
-    "ViT block O=10, n=64": "not ported (nngeometry has no rule for Linear on [n, T, d] tokens)",
-    "infinite-width relu CNN, float64, n=64": "not ported to stax yet",
-}
 NTK_COLUMNS = [
     "work",
-    "ntklab auto (s)",
+    "ntklab auto (s, method picked)",
     "ntklab structured (s)",
     "nngeometry (s)",
     "× auto",
@@ -48,37 +50,52 @@ NTK_COLUMNS = [
     "× auto",
     "float64 agreement (structured, nngeometry, neural-tangents vs auto)",
 ]
+VIT_NNGEOMETRY = (
+    "nngeometry 0.4's Linear rule multiplies the layer input as a [n, in] matrix (torch.mm(x, xᵀ)); the "
+    "ViT's Linear layers see [n, T, d] tokens, and its class and position tables belong to no layer"
+)
 
 
-def mlp(O: int, dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
-    net = build_network(
-        ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard"),
-        (D,),
-        seed=0,
-        dtype=dtype,
-    )
-    x = torch.randn(N, D, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
-    return net, x
+@dataclass(frozen=True)
+class Row:
+    """One network: its seeded (net, x) in a dtype, the neural-tangents port and the nngeometry copy."""
+
+    label: str
+    build: Callable[[torch.dtype], tuple[nn.Module, torch.Tensor]]
+    export: Callable[[nn.Module, torch.Tensor], dict]
+    copy: Callable[[nn.Module], nn.Module]
+    nngeometry_note: str = ""
 
 
-def dense_layers(net: nn.Module) -> list[nn.Module]:
-    return [stage.layer for stage in net.stages] + [net.readout]
+def mlp(O: int) -> Callable[[torch.dtype], tuple[nn.Module, torch.Tensor]]:
+    def build(dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
+        spec = ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard")
+        net = build_network(spec, (64,), seed=0, dtype=dtype)
+        return net, torch.randn(256, 64, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
+
+    return build
 
 
-def sequential_copy(net: nn.Module) -> nn.Sequential:
-    """torch.nn.Linear layers with weights c·W and biases β·b, tanh between them: the same function."""
-    modules: list[nn.Module] = []
-    layers = dense_layers(net)
-    for i, layer in enumerate(layers):
-        copy = nn.Linear(layer.in_features, layer.out_features, dtype=layer.weight.dtype)
-        with torch.no_grad():
-            copy.weight.copy_(layer.weight_multiplier * layer.weight)
-            copy.bias.copy_(layer.bias_multiplier * layer.bias)
-        modules += [copy] + ([nn.Tanh()] if i < len(layers) - 1 else [])
-    return nn.Sequential(*modules)
+def cnn(dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
+    row = method_rows(quick=False)[2]
+    spec = ModelSpec(**row["fields"], parameterization="standard")
+    return build_network(spec, tuple(row["shape"]), seed=0, dtype=dtype), method_row_inputs(row, row["n"], dtype)
+
+
+def vit(dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
+    row = method_rows(quick=False)[3]
+    return method_row_network(row, dtype), method_row_inputs(row, row["n"], dtype)
+
+
+ROWS = [
+    *(Row(f"MLP 64-1024³-{O} tanh, n=256", mlp(O), sequential_problem, sequential_copy) for O in (1, 10)),
+    Row("CNN 3×conv32 relu GAP O=10, n=128", cnn, sequential_problem, sequential_copy),
+    Row("ViT block O=10, n=64", vit, vit_problem, vit_copy, VIT_NNGEOMETRY),
+]
 
 
 def nngeometry_kernel(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """nngeometry's GramMatrix of model's outputs on x, one batch, as K [n·O, n·O]."""
     from nngeometry.gram import GramMatrix
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -87,97 +104,68 @@ def nngeometry_kernel(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return G.permute(1, 0, 3, 2).reshape(n * O, n * O)
 
 
-class NeuralTangents:
-    """The nt_worker subprocess on one network's weights; `call()` times one kernel there."""
-
-    def __init__(self, net: nn.Module, x: torch.Tensor, folder: Path) -> None:
-        arrays = {"x": x.double().numpy(), "layers": len(dense_layers(net)), "activation": "tanh"}
-        for l, layer in enumerate(dense_layers(net)):
-            arrays |= {
-                f"W{l}": layer.weight.detach().double().numpy(),
-                f"b{l}": layer.bias.detach().double().numpy(),
-                f"c{l}": layer.weight_multiplier,
-                f"beta{l}": layer.bias_multiplier,
-            }
-        self.folder = folder
-        np.savez(folder / "problem.npz", **arrays)
-        self.process = subprocess.Popen(
-            [str(JAX_PYTHON), str(ROOT / "bench" / "peers" / "nt_worker.py"), str(folder / "problem.npz")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if self.process.stdout.readline().strip() != "ready":
-            raise RuntimeError("the neural-tangents worker did not start")
-
-    def call(self) -> float:
-        self.process.stdin.write("time\n")
-        self.process.stdin.flush()
-        return float(self.process.stdout.readline())
-
-    def kernel64(self) -> torch.Tensor:
-        path = self.folder / "K.npy"
-        self.process.stdin.write(f"kernel64 {path}\n")
-        self.process.stdin.flush()
-        self.process.stdout.readline()
-        return torch.from_numpy(np.load(path))
-
-    def close(self) -> None:
-        self.process.stdin.write("quit\n")
-        self.process.stdin.flush()
-        self.process.wait(timeout=60)
-
-
-def jax_missing() -> str | None:
-    """Why neural-tangents cannot run, or None."""
-    if not JAX_PYTHON.exists():
-        return "skipped: .venv-jax absent (jax 0.4.23 did not install; `make .venv-jax` says why)"
-    return None
-
-
-def ntk_rows(repeats: int, print_row: Callable[..., None]) -> None:
+def ntk_rows(repeats: int, print_row: Callable[..., None], threads: int) -> None:
     skip = jax_missing()
     if skip:
         print(f"neural-tangents {skip}")
-    for label, O in NETWORKS.items():
-        net, x = mlp(O, torch.float32)
-        copy = sequential_copy(net)
-        with tempfile.TemporaryDirectory() as folder:
-            worker = None if skip else NeuralTangents(net, x, Path(folder))
-            calls = {
-                "auto": lambda: tangent_kernel(net, x, method="auto", of="logits"),
-                "structured": lambda: tangent_kernel(net, x, method="structured", of="logits"),
-                "nngeometry": lambda: nngeometry_kernel(copy, x),
-            }
-            if worker is not None:
-                calls["neural-tangents"] = worker.call
-            timings = interleaved(calls, repeats)
-            agreement = _agreement(O, worker)
-            if worker is not None:
-                worker.close()
-        nt_cells = (
-            [seconds_cell(timings["neural-tangents"]), ratio_cell(timings["neural-tangents"], timings["auto"])]
-            if worker is not None
-            else [skip, "–"]
-        )
-        print_row(
-            label,
-            seconds_cell(timings["auto"]),
-            seconds_cell(timings["structured"]),
-            seconds_cell(timings["nngeometry"]),
-            ratio_cell(timings["nngeometry"], timings["auto"]),
-            *nt_cells,
-            agreement,
-        )
-    for label, why in NOT_PORTED.items():
-        print_row(label, *["–"] * 6, why)
+    for row in ROWS:
+        _kernel_row(row, repeats, print_row, threads, skip)
+    infinite_cnn_row(repeats, print_row, threads, skip)
 
 
-def _agreement(O: int, worker: NeuralTangents | None) -> str:
-    net, x = mlp(O, torch.float64)
+def _kernel_row(row: Row, repeats: int, print_row: Callable[..., None], threads: int, skip: str | None) -> None:
+    net64, x64 = row.build(torch.float64)
+    net, x = row.build(torch.float32)
+    copy = row.copy(net)
+    with tempfile.TemporaryDirectory() as folder:
+        worker = None if skip else NeuralTangents(row.export(net64, x64), Path(folder), threads)
+        calls = {
+            "auto": lambda: tangent_kernel(net, x, method="auto", of="logits"),
+            "structured": lambda: tangent_kernel(net, x, method="structured", of="logits"),
+            "nngeometry": lambda: nngeometry_kernel(copy, x),
+        }
+        if worker is not None:
+            calls["neural-tangents"] = worker.call
+        timings = interleaved(calls, repeats)
+        agreement = _agreement(net64, x64, row.copy, worker, timings["nngeometry"])
+        if worker is not None:
+            worker.close()
+    nngeometry = seconds_cell(timings["nngeometry"]) + (f"; {row.nngeometry_note}" if row.nngeometry_note else "")
+    nt_cells = (
+        [seconds_cell(timings["neural-tangents"]), ratio_cell(timings["neural-tangents"], timings["auto"])]
+        if worker is not None
+        else [skip, "–"]
+    )
+    print_row(
+        row.label,
+        f"{seconds_cell(timings['auto'])} ({resolve_method(net, 'auto', x, of='logits')})",
+        seconds_cell(timings["structured"]),
+        nngeometry,
+        ratio_cell(timings["nngeometry"], timings["auto"]),
+        *nt_cells,
+        agreement,
+    )
+
+
+def _agreement(
+    net: nn.Module, x: torch.Tensor, copy: Callable, worker: NeuralTangents | None, nngeometry: Timing
+) -> str:
+    """max |K − K_auto| / max |K_auto| in float64 for structured, nngeometry and neural-tangents ("–" where one failed)."""
     K = tangent_kernel(net, x, method="auto", of="logits")
-    others = [tangent_kernel(net, x, method="structured", of="logits"), nngeometry_kernel(sequential_copy(net), x)]
-    if worker is not None:
-        others.append(worker.kernel64())
+    others = [
+        tangent_kernel(net, x, method="structured", of="logits"),
+        None if nngeometry.failed else _in_float64(lambda: nngeometry_kernel(copy(net), x)),
+        None if worker is None else worker.kernel64(),
+    ]
     scale = float(K.abs().max())
-    return ", ".join(f"{float((other - K).abs().max()) / scale:.0e}" for other in others)
+    return ", ".join("–" if other is None else f"{float((other - K).abs().max()) / scale:.0e}" for other in others)
+
+
+def _in_float64(call: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """call() with torch's default dtype float64 (nngeometry's buffers, module docstring), restored after."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return call()
+    finally:
+        torch.set_default_dtype(default)

@@ -5,7 +5,7 @@ same function. Its kernel is over c·W instead of W, so it equals ntklab's only 
 standard parameterization; in the NTK one each layer's block would differ by c²): the MLP and
 CNN rows use the standard parameterization for that reason.
 
-    sequential_copy   ntklab mlp / cnn Network -> torch.nn.Sequential (layer, σ, …, [GAP, flatten], readout)
+    sequential_copy   ntklab mlp / cnn network -> torch.nn.Sequential (layer, σ, …, [GAP, flatten], readout)
     vit_copy          bench_graph_kernels.ViT -> the same ViT built from torch.nn layers
 """
 
@@ -25,7 +25,7 @@ def sequential_copy(net: nn.Module) -> nn.Sequential:
     modules: list[nn.Module] = []
     for stage in net.stages:
         modules += [_plain(stage.layer), ACTIVATIONS[stage.activation]()]
-    if net.image_shape is not None:
+    if len(net.input_shape) == 3:  # a convolutional net reads (C, H, W) and pools before its readout
         modules += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
     modules.append(_plain(net.readout))
     return nn.Sequential(*modules)

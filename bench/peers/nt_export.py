@@ -33,7 +33,7 @@ from ntklab.engine.nets.layers import ScaledConv2d, ScaledLinear
 
 
 def sequential_problem(net: nn.Module, x: Tensor) -> dict[str, object]:
-    """The stax arrays of an ntklab mlp/cnn Network and its inputs x ([n, d] or [n, C, H, W])."""
+    """The stax arrays of an ntklab mlp/cnn network and its inputs x ([n, d] or [n, C, H, W])."""
     layers = [stage.layer for stage in net.stages] + [net.readout]
     activations = {stage.activation for stage in net.stages}
     if len(activations) != 1 or any(stage.residual_scale is not None for stage in net.stages):

@@ -87,7 +87,7 @@ def model_hessian_operator(
     def products(V: Tensor, members: Tensor | None) -> Tensor:
         if not chunk:
             chunk.append(budget_batch(flat, x, of, MEMORY_BUDGET_BYTES // 2))
-        runs = torch.zeros(len(V), dtype=torch.int64) if members is None else members.to(x.device)
+        runs = (torch.zeros(len(V), dtype=torch.int64) if members is None else members).to(x.device)
         points, picks = x[runs // per_point], units[runs % per_point]
         return torch.cat(
             [

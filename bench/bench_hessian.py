@@ -38,9 +38,10 @@ from torch.func import grad, jvp
 
 import ntklab.engine.run as engine_run
 from ntklab.api_schemas.spec import JobSpec
-from ntklab.engine.curvature.batched_hvp import FlatModel
+from ntklab.engine.curvature.flat_parameters import FlatParameters
 from ntklab.engine.curvature.hessian import HessianReport, Runs, model_hessian, report
 from ntklab.engine.curvature.lanczos import LanczosRun, lanczos_many
+from ntklab.engine.curvature.linear_operator import LinearOperator
 from ntklab.engine.nets.network import build_network
 from ntklab.engine.training.data import load_data
 from ntklab.service.grid import expand_grid
@@ -114,32 +115,23 @@ def old_model_hessian(net, x_probe, *, of="outputs", top_k=1, iterations=32, **_
 
 
 def sequential_fixed_steps(net, x_probe, *, of: str, top_k: int, iterations: int) -> HessianReport:
-    model = FlatModel(net, of)
-    width = model.output_dim(x_probe[0])
-    runs = Runs(x_probe, width, width, model.w)
-    gradient = grad(model.picked)
+    flat = FlatParameters(net)
+    width = flat.output_dim(x_probe)
+    runs = Runs(x_probe, width)
+    units = torch.eye(width, dtype=flat.w.dtype, device=flat.w.device)
+    gradient = grad(flat.output)
     generator = torch.Generator().manual_seed(0)
     ritz, grad_norms = [], []
     for r in runs.all:
-        x_i, u = runs.points([r])[0], runs.units([r])[0]
+        x_i, u = x_probe[r // width], units[r % width]
         with torch.no_grad():
-            grad_norms.append(float(torch.linalg.norm(gradient(model.w, x_i, u))))
+            grad_norms.append(float(torch.linalg.norm(gradient(flat.w, x_i, u, of))))
 
-        def matvec(ids, vectors, x_i=x_i, u=u):
-            with torch.no_grad():
-                return jvp(lambda w: gradient(w, x_i, u), (model.w,), (vectors[0],))[1][None]
+        def products(vectors, members, x_i=x_i, u=u):
+            return jvp(lambda w: gradient(w, x_i, u, of), (flat.w,), (vectors[0],))[1][None]
 
-        ritz += lanczos_many(
-            matvec,
-            1,
-            model.dim,
-            steps=iterations,
-            top_k=top_k,
-            tolerance=0.0,
-            dtype=model.w.dtype,
-            device=model.w.device,
-            generator=generator,
-        )
+        operator = LinearOperator(products, flat.dim, dtype=flat.w.dtype, device=flat.w.device)
+        ritz += lanczos_many(operator, steps=iterations, top_k=top_k, tolerance=0.0, generator=generator)
     return report(runs, ritz, grad_norms, "lanczos")
 
 

@@ -25,7 +25,8 @@ from torch.func import functional_call, hessian
 
 from bench.tables import print_head, print_row
 from ntklab.api_schemas.spec import ModelSpec
-from ntklab.engine.curvature.operators import FlatWeights, loss_hessian_operator
+from ntklab.engine.curvature.flat_parameters import FlatParameters
+from ntklab.engine.curvature.operators import loss_hessian_operator
 from ntklab.engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
 from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.network import build_network
@@ -44,7 +45,7 @@ def problem(hidden: list[int]):
 
 
 def dense_spectrum(net, x, y) -> np.ndarray:
-    flat = FlatWeights(net)
+    flat = FlatParameters(net)
 
     def loss(w):
         out = apply_head(net.head, functional_call(net, flat.unflatten(w), (x,)))
@@ -66,16 +67,9 @@ def timed(call, repeats: int):
 def estimate(net, x, y, probes: int, steps: int):
     operator = loss_hessian_operator(net, x, y, "mse")
     quadrature = stochastic_lanczos_quadrature(
-        operator,
-        operator.dim,
-        probes=probes,
-        steps=steps,
-        batch=probes,
-        dtype=torch.float64,
-        device="cpu",
-        generator=torch.Generator().manual_seed(0),
+        operator, probes=probes, steps=steps, batch=probes, generator=torch.Generator().manual_seed(0)
     )
-    return quadrature, operator.calls
+    return quadrature, operator.products
 
 
 def spectrum_table(args) -> None:
@@ -97,7 +91,7 @@ def spectrum_table(args) -> None:
     )
     for hidden in WIDTHS:
         net, x, y = problem(hidden)
-        p = FlatWeights(net).w.numel()
+        p = FlatParameters(net).dim
         eigenvalues, dense_s = timed(lambda: dense_spectrum(net, x, y), repeats)
         (trace, _), trace_s = timed(lambda: estimate(net, x, y, TRACE_PROBES, 1), repeats)
         (slq, hvps), slq_s = timed(lambda: estimate(net, x, y, PROBES, STEPS), repeats)

@@ -42,8 +42,8 @@ import torch
 
 from bench.tables import print_head, print_row
 from ntklab.api_schemas.spec import ModelSpec
-from ntklab.engine.curvature.batched_hvp import BatchedHVP, FlatModel
-from ntklab.engine.curvature.lanczos import lanczos_top_eigenvalues
+from ntklab.engine.curvature.lanczos import lanczos_many
+from ntklab.engine.curvature.operators import model_hessian_operator
 from ntklab.engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
 from ntklab.engine.nets.network import build_network
 from ntklab.planner.architecture import count_parameters
@@ -350,20 +350,12 @@ def lanczos_table(args) -> None:
         x = torch.randn(points, *shape, generator=torch.Generator().manual_seed(1))
         worst_needed, errors_20, errors_40, seconds = 0, [], [], []
         for i in range(points):
-            f = FlatModel(net, "outputs")
-            hvp, unit = BatchedHVP(f, max_batch=1), torch.eye(net.output_dim)[:1]
-            matvec = lambda v: hvp.products(x[i : i + 1], unit, v[None])[0]  # noqa: E731
+            H = model_hessian_operator(net, x[i : i + 1], outputs=1, max_batch=1)
             history = []
             for k in steps:
                 start = time.perf_counter()
-                top = lanczos_top_eigenvalues(
-                    matvec,
-                    f.dim,
-                    iterations=k,
-                    dtype=f.w.dtype,
-                    device="cpu",
-                    generator=torch.Generator().manual_seed(0),
-                )
+                [ritz] = lanczos_many(H, steps=k, top_k=1, tolerance=0.0, generator=torch.Generator().manual_seed(0))
+                top = ritz.values
                 seconds.append((time.perf_counter() - start) / k)
                 history.append(abs(top[0]))
             converged = history[-1]
@@ -373,7 +365,7 @@ def lanczos_table(args) -> None:
             errors_20.append(errors[steps.index(20)])
             errors_40.append(errors[steps.index(40)])
         print(
-            f"| {name} | {f.w.numel():,} | {converged:.4g} | {worst_needed} | {max(errors_20):.1e} | "
+            f"| {name} | {H.dim:,} | {converged:.4g} | {worst_needed} | {max(errors_20):.1e} | "
             f"{max(errors_40):.1e} | {statistics.median(seconds):.4f} |"
         )
         sys.stdout.flush()

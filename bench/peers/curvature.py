@@ -90,14 +90,10 @@ def ntklab_top_k(pb: Problem) -> tuple[list[float], int]:
     """Top-k eigenvalues of ∇²L by |λ| and the Lanczos steps taken (certified at TOLERANCE)."""
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     [ritz] = lanczos_many(
-        lambda ids, vectors: operator(vectors),
-        1,
-        operator.dim,
+        operator,
         steps=CAP,
         top_k=TOP_K,
         tolerance=TOLERANCE,
-        dtype=operator.dtype,
-        device=operator.device,
         generator=torch.Generator().manual_seed(0),
     )
     return ritz.values, ritz.matvecs
@@ -107,12 +103,9 @@ def ntklab_trace(pb: Problem) -> float:
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     quadrature = stochastic_lanczos_quadrature(
         operator,
-        operator.dim,
         probes=TRACE_PROBES,
         steps=1,
         batch=TRACE_PROBES,
-        dtype=operator.dtype,
-        device=operator.device,
         generator=torch.Generator().manual_seed(0),
     )
     return quadrature.trace()
@@ -122,12 +115,9 @@ def ntklab_slq(pb: Problem):
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     quadrature = stochastic_lanczos_quadrature(
         operator,
-        operator.dim,
         probes=SLQ_PROBES,
         steps=SLQ_STEPS,
         batch=SLQ_PROBES,
-        dtype=operator.dtype,
-        device=operator.device,
         generator=torch.Generator().manual_seed(0),
     )
     quadrature.density(GRID, 0.01)
@@ -275,7 +265,7 @@ def hvp_agreement(pb: Problem) -> dict[str, float]:
     """peer -> max over three Gaussian v of ‖H_peer v − H v‖ / ‖H v‖, float64."""
     operator = loss_hessian_operator(pb.net, pb.x, pb.y, pb.loss)
     vectors = torch.randn(3, operator.dim, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    ours = operator(vectors)
+    ours = operator.apply(vectors)
     agreement = {}
     for name, matvec in peer_matvecs(pb).items():
         theirs = torch.stack([matvec(v) for v in vectors])

@@ -7,7 +7,8 @@ its error, by one of two methods chosen by cost:
 
     lanczos  (p > iterations)  Lanczos on Hessian-vector products (engine/curvature/lanczos.py):
              all runs advance together, one vmapped reverse-over-reverse product per step for
-             every unfinished run (engine/curvature/batched_hvp.py); a run stops when its top-k
+             every unfinished run (the batched model-Hessian operator of
+             engine/curvature/operators.py); a run stops when its top-k
              residual bounds |β_k s_i[k]| are ≤ tolerance·|θ_i|, when its Krylov space is
              invariant, or after `iterations` products (the cap). Runs that stop leave the batch.
     dense    (p ≤ iterations)  H_ia from p products with the unit vectors — never more than the
@@ -27,9 +28,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.func import grad, vmap
 
-from ntklab.engine.curvature.batched_hvp import BatchedHVP, FlatModel, budget_batch
+from ntklab.engine.curvature.flat_parameters import FlatParameters
 from ntklab.engine.curvature.lanczos import RitzValues, lanczos_many
+from ntklab.engine.curvature.linear_operator import LinearOperator
+from ntklab.engine.curvature.operators import budget_batch, model_hessian_operator
 from ntklab.engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
 
 Progress = Callable[[int, int], None]
@@ -76,37 +80,42 @@ def model_hessian(
     iterations caps the products per run; tolerance (relative) certifies a Lanczos run, 0 runs
     every run to the cap; max_batch = products per vmapped call (default: the memory budget).
     """
-    model = FlatModel(net, of)
-    width = model.output_dim(x_probe[0])
-    runs = Runs(x_probe, min(outputs or width, width), width, model.w)
-    hvp = BatchedHVP(model, max_batch=max_batch or budget_batch(model, x_probe, MEMORY_BUDGET_BYTES // 2))
-    grad_norms = torch.linalg.norm(hvp.gradients(runs.points(runs.all), runs.units(runs.all)), dim=1).tolist()
-    if model.dim <= iterations:
-        ritz, method = dense_eigenvalues(hvp, runs, top_k=top_k, progress=progress), "dense"
+    batch = max_batch or budget_batch(FlatParameters(net), x_probe, of, MEMORY_BUDGET_BYTES // 2)
+    H = model_hessian_operator(net, x_probe, of=of, outputs=outputs, max_batch=batch)
+    runs = Runs(x_probe, H.members // len(x_probe))
+    grad_norms = gradient_norms(net, x_probe, of=of, outputs=runs.outputs, max_batch=batch).tolist()
+    if H.dim <= iterations:
+        ritz, method = dense_eigenvalues(H, top_k=top_k, progress=progress), "dense"
     else:
         ritz, method = (
-            lanczos_eigenvalues(hvp, runs, top_k=top_k, steps=iterations, tolerance=tolerance, progress=progress),
+            lanczos_eigenvalues(H, top_k=top_k, steps=iterations, tolerance=tolerance, progress=progress),
             "lanczos",
         )
     return report(runs, ritz, grad_norms, method)
 
 
+def gradient_norms(net: nn.Module, x: Tensor, *, of: str, outputs: int, max_batch: int) -> Tensor:
+    """‖∇_w F_a(w; x_i)‖ [P·outputs] in run order r = i·outputs + a, vmapped over `max_batch` runs at a time."""
+    flat = FlatParameters(net)
+    x = x.to(flat.w.device)
+    units = torch.eye(flat.output_dim(x), dtype=flat.w.dtype, device=flat.w.device)[:outputs]
+    runs = torch.arange(len(x) * outputs)
+    gradient = vmap(grad(flat.output), in_dims=(None, 0, 0, None))
+    with torch.no_grad():
+        return torch.cat(
+            [
+                torch.linalg.norm(gradient(flat.w, x[r // outputs], units[r % outputs], of), dim=1)
+                for r in runs.split(max_batch)
+            ]
+        )
+
+
 class Runs:
-    """Run r = (point r // O, output r % O) over probe points x [P, ...] and the first O of their `width` outputs."""
+    """Run r = (point r // O, output r % O) over the probe points x [P, ...] and their first O outputs."""
 
-    def __init__(self, x: Tensor, outputs: int, width: int, w: Tensor) -> None:
-        self.x, self.outputs = x.to(w.device), outputs
-        self.eye = torch.eye(width, dtype=w.dtype, device=w.device)[:outputs]
+    def __init__(self, x: Tensor, outputs: int) -> None:
+        self.outputs = outputs
         self.all = list(range(len(x) * outputs))
-
-    def __len__(self) -> int:
-        return len(self.all)
-
-    def points(self, ids: list[int]) -> Tensor:
-        return self.x[[r // self.outputs for r in ids]]
-
-    def units(self, ids: list[int]) -> Tensor:
-        return self.eye[[r % self.outputs for r in ids]]
 
     def grid(self, flat: list) -> list[list]:
         """[P·O] in run order -> [P][O]."""
@@ -114,39 +123,34 @@ class Runs:
 
 
 def lanczos_eigenvalues(
-    hvp: BatchedHVP, runs: Runs, *, top_k: int, steps: int, tolerance: float, progress: Progress | None
+    H: LinearOperator, *, top_k: int, steps: int, tolerance: float, progress: Progress | None
 ) -> list[RitzValues]:
     """Lanczos on every run, the unfinished ones multiplied together; as many bases as half the budget holds."""
-    p = hvp.model.dim
-    basis_bytes = 8 * p * (min(steps, p) + 2)
+    basis_bytes = 8 * H.dim * (min(steps, H.dim) + 2)
     return lanczos_many(
-        lambda ids, vectors: hvp.products(runs.points(ids), runs.units(ids), vectors),
-        len(runs),
-        p,
+        H,
         steps=steps,
         top_k=top_k,
         tolerance=tolerance,
-        dtype=hvp.model.w.dtype,
-        device=hvp.model.w.device,
         generator=torch.Generator().manual_seed(0),
         max_active=max(1, (MEMORY_BUDGET_BYTES // 2) // basis_bytes),
         progress=progress,
     )
 
 
-def dense_eigenvalues(hvp: BatchedHVP, runs: Runs, *, top_k: int, progress: Progress | None) -> list[RitzValues]:
-    """eigvalsh of each run's H [p, p] from its p products with the unit vectors, in groups within the budget."""
-    p = hvp.model.dim
-    identity = torch.eye(p, dtype=hvp.model.w.dtype, device=hvp.model.w.device)
+def dense_eigenvalues(H: LinearOperator, *, top_k: int, progress: Progress | None) -> list[RitzValues]:
+    """eigvalsh of each run's H_r [p, p] from its p products with the unit vectors, in groups within the budget."""
+    p = H.dim
+    identity = torch.eye(p, dtype=H.dtype, device=H.device)
     group = max(1, (MEMORY_BUDGET_BYTES // 2) // (8 * p * p))
     results = []
-    for start in range(0, len(runs), group):
-        ids = runs.all[start : start + group]
+    for start in range(0, H.members, group):
+        ids = range(start, min(start + group, H.members))
         repeated = [r for r in ids for _ in range(p)]
-        products = hvp.products(runs.points(repeated), runs.units(repeated), identity.repeat(len(ids), 1))
-        results += [dense_top(H, top_k) for H in products.reshape(len(ids), p, p).to(torch.float64)]
+        products = H.apply(identity.repeat(len(ids), 1), repeated)
+        results += [dense_top(H_r, top_k) for H_r in products.reshape(len(ids), p, p).to(torch.float64)]
         if progress is not None:
-            progress(p * len(results), p * len(runs))
+            progress(p * len(results), p * H.members)
     return results
 
 
@@ -177,10 +181,8 @@ def report(runs: Runs, ritz: list[RitzValues], grad_norms: list[float], method: 
 def hessian_vector_product(net: nn.Module, x_i: Tensor, a: int, v: Tensor, *, of: str = "outputs") -> Tensor:
     """∇²_w y_a(w; x_i) · v for one point x_i (with or without a batch dim of 1); v and the result are flat [p]."""
     point = x_i[0] if x_i.dim() in (2, 4) and x_i.shape[0] == 1 else x_i
-    model = FlatModel(net, of)
-    unit = torch.zeros(1, model.output_dim(point), dtype=model.w.dtype, device=model.w.device)
-    unit[0, a] = 1
-    return BatchedHVP(model, max_batch=1).products(point.unsqueeze(0), unit, v.unsqueeze(0))[0]
+    H = model_hessian_operator(net, point.unsqueeze(0), of=of, max_batch=1)
+    return H.apply(v.unsqueeze(0), [a])[0]
 
 
 def hessian_grad_ratio(

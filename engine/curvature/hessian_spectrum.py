@@ -26,12 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from ntklab.api_schemas.spec import HessianSpectrumDiagnostics
-from ntklab.engine.curvature.operators import (
-    Operator,
-    loss_hessian_operator,
-    model_hessian_operator,
-    parameter_groups,
-)
+from ntklab.engine.curvature.flat_parameters import parameter_groups
+from ntklab.engine.curvature.linear_operator import LinearOperator
+from ntklab.engine.curvature.operators import loss_hessian_operator, model_hessian_operator
 from ntklab.engine.curvature.spectral_estimators import spectral_norm, stochastic_lanczos_quadrature
 from ntklab.engine.kernels.kernel_cost import MEMORY_BUDGET_BYTES
 from ntklab.engine.kernels.per_sample import saved_bytes_per_point
@@ -105,7 +102,7 @@ def hessian_spectrum(
         spectra = [
             [
                 _spectrum(
-                    lambda names, x_i=x_i, a=a: model_hessian_operator(net, x_i, a, names=names),
+                    lambda names, x_i=x_i, a=a: model_hessian_operator(net, x_i[None], names=names)[a],
                     groups,
                     spec,
                     batch,
@@ -137,15 +134,14 @@ class Tally:
     def __init__(self, planned: int, progress: Callable[[int, int], None] | None) -> None:
         self.done, self.planned, self.progress = 0, planned, progress
 
-    def watch(self, operator: Operator) -> Callable[[Tensor], Tensor]:
-        def products(vectors: Tensor) -> Tensor:
-            out = operator(vectors)
-            self.done += vectors.shape[0]
-            if self.progress is not None:
-                self.progress(self.done, max(self.planned, self.done))
-            return out
+    def watch(self, operator: LinearOperator) -> LinearOperator:
+        """The operator, reporting after each block of products."""
+        return operator.observed(self._after)
 
-        return products
+    def _after(self, rows: int) -> None:
+        self.done += rows
+        if self.progress is not None:
+            self.progress(self.done, max(self.planned, self.done))
 
     def finish(self) -> None:
         """The last report: the plan lowered to what was done (Lanczos runs that stopped early)."""
@@ -158,34 +154,21 @@ def _spectrum(
 ) -> Spectrum:
     """operator_of(names) is the Hessian's operator on the parameters `names` (None: all)."""
     generator = torch.Generator().manual_seed(0)
-    full: Operator = operator_of(None)
+    full: LinearOperator = operator_of(None)
     quadrature = stochastic_lanczos_quadrature(
-        tally.watch(full),
-        full.dim,
-        probes=spec.probes,
-        steps=spec.lanczos_steps,
-        batch=batch,
-        dtype=full.dtype,
-        device=full.device,
-        generator=generator,
+        tally.watch(full), probes=spec.probes, steps=spec.lanczos_steps, batch=batch, generator=generator
     )
     grid, values, sigma = quadrature.density(spec.grid, spec.bandwidth)
     edges, mass = quadrature.histogram(spec.bins)
     blocks: dict[str, float] = {}
-    hvps = full.calls
+    hvps = full.products
     if spec.block_norms:
         for group, names in groups.items():
             block = operator_of(names)
             blocks[group] = spectral_norm(
-                tally.watch(block),
-                block.dim,
-                steps=spec.lanczos_steps,
-                tolerance=spec.tolerance,
-                dtype=block.dtype,
-                device=block.device,
-                generator=generator,
+                tally.watch(block), steps=spec.lanczos_steps, tolerance=spec.tolerance, generator=generator
             )
-            hvps += block.calls
+            hvps += block.products
     return Spectrum(
         quadrature.trace(),
         quadrature.trace_standard_error(),

@@ -22,9 +22,11 @@ top_k gives fewer values (multiplicities are not resolved). The bound says θ is
 *an* eigenvalue; that it is the extreme one rests on the start vector not being orthogonal
 to its eigenvector (true with probability 1 for a Gaussian start).
 
-`lanczos_many` advances up to `max_active` runs together: each step multiplies all their
-current vectors in one call of `block_matvec`, finished runs leave and the next ones (in run
-order, start vectors drawn from the generator in that order) join.
+`lanczos_many` runs Lanczos on every member of a linear_operator.LinearOperator (one run per
+member; a batched operator such as the model Hessian's points × outputs), up to `max_active`
+together: each step multiplies all their current vectors in one block of products, finished
+runs leave and the next ones (in run order, start vectors drawn from the generator in that
+order) join.
 """
 
 from __future__ import annotations
@@ -37,14 +39,13 @@ import torch
 from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
+from ntklab.engine.curvature.linear_operator import LinearOperator
+
 BLOCK = 8
 """Basis vectors per allocation: a run holds ⌈k/8⌉·8 float64 vectors of R^dim after k steps, not `steps`."""
 
 DGKS = 1 / np.sqrt(2)
 """A reorthogonalisation pass is repeated when it left less than this fraction of ‖w‖."""
-
-BlockMatvec = Callable[[list[int], Tensor], Tensor]
-"""(run ids [B], vectors [B, dim] in the operators' dtype) -> A_r v_r [B, dim]."""
 
 
 @dataclass
@@ -143,28 +144,25 @@ class LanczosRun:
 
 
 def lanczos_many(
-    block_matvec: BlockMatvec,
-    runs: int,
-    dim: int,
+    operator: LinearOperator,
     *,
     steps: int,
     top_k: int,
     tolerance: float,
-    dtype: torch.dtype,
-    device: torch.device | str,
     generator: torch.Generator | None = None,
     max_active: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[RitzValues]:
-    """Top-k Ritz values of `runs` symmetric operators on R^dim, at most `max_active` advancing together.
+    """Top-k Ritz values of each member of `operator` (one run per member), at most `max_active` advancing together.
 
     Each run takes at most min(steps, dim) products. Start vectors are Gaussian, drawn on the
     CPU from `generator` in run order (run r gets the r-th draw of dim numbers), so the
     values do not depend on max_active. progress(done, planned) follows every block
     product: `planned` counts every product a run may still take and only shrinks.
     """
+    runs, dim = operator.members, operator.dim
     cap = min(steps, dim)
-    eps = torch.finfo(dtype).eps
+    eps = torch.finfo(operator.dtype).eps
     waiting = iter(range(runs))
     active: dict[int, LanczosRun] = {}
     results: dict[int, RitzValues] = {}
@@ -175,13 +173,13 @@ def lanczos_many(
             r = next(waiting, None)
             if r is None:
                 return
-            start = torch.randn(dim, generator=generator, dtype=torch.float64).to(device)
+            start = torch.randn(dim, generator=generator, dtype=torch.float64).to(operator.device)
             active[r] = LanczosRun(start, cap, top_k=top_k, tolerance=tolerance, eps=eps)
 
     admit()
     while active:
         ids = list(active)
-        products = block_matvec(ids, torch.stack([active[r].q.to(dtype) for r in ids]))
+        products = operator.apply(torch.stack([active[r].q for r in ids]), ids if operator.batch_shape else None)
         for r, product in zip(ids, products):
             active[r].advance(product)
             if active[r].done:
@@ -196,30 +194,19 @@ def lanczos_many(
 
 
 def lanczos_top_eigenvalues(
-    matvec: Callable[[Tensor], Tensor],
-    dim: int,
+    operator: LinearOperator,
     *,
     iterations: int = 32,
     top_k: int = 1,
     tolerance: float = 0.0,
-    dtype: torch.dtype,
-    device: torch.device | str,
     generator: torch.Generator | None = None,
 ) -> list[float]:
-    """Top-k eigenvalues by magnitude (signed, |λ| descending) of one symmetric operator on R^dim.
+    """Top-k eigenvalues by magnitude (signed, |λ| descending) of one symmetric operator (batch_shape ()).
 
     At most min(iterations, dim) steps; tolerance 0 runs them all unless the Krylov space
     becomes invariant.
     """
-    [ritz] = lanczos_many(
-        lambda ids, vectors: matvec(vectors[0]).unsqueeze(0),
-        1,
-        dim,
-        steps=iterations,
-        top_k=top_k,
-        tolerance=tolerance,
-        dtype=dtype,
-        device=device,
-        generator=generator,
-    )
+    if operator.batch_shape:
+        raise ValueError(f"one operator, not a batch of {operator.members}: index a member or use lanczos_many")
+    [ritz] = lanczos_many(operator, steps=iterations, top_k=top_k, tolerance=tolerance, generator=generator)
     return ritz.values

@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
+from ntklab.engine.curvature.linear_operator import LinearOperator
 from ntklab.engine.curvature.operators import (
-    Operator,
     gauss_newton_operator,
     loss_hessian_operator,
     loss_reads,
@@ -65,23 +65,13 @@ def loss_hessian_split(
     operators = [op(net, x, y, loss) for op in (loss_hessian_operator, gauss_newton_operator, residual_operator)]
     norms = [_norm(op, iterations, tolerance, checkpoint) for op in operators]
     kernel = tangent_kernel(net, x, method=kernel_method, of=loss_reads(loss), checkpoint=checkpoint)
-    return LossHessianSplit(*norms, kernel_spectrum(kernel)[0], sum(op.calls for op in operators))
+    return LossHessianSplit(*norms, kernel_spectrum(kernel)[0], sum(op.products for op in operators))
 
 
-def _norm(operator: Operator, iterations: int, tolerance: float, checkpoint: Checkpoint) -> float:
-    generator = torch.Generator().manual_seed(0)
-
-    def products(vectors: Tensor) -> Tensor:
-        out = operator(vectors)
-        checkpoint()
-        return out
-
+def _norm(operator: LinearOperator, iterations: int, tolerance: float, checkpoint: Checkpoint) -> float:
     return spectral_norm(
-        products,
-        operator.dim,
+        operator.observed(lambda rows: checkpoint()),
         steps=iterations,
         tolerance=tolerance,
-        dtype=operator.dtype,
-        device=operator.device,
-        generator=generator,
+        generator=torch.Generator().manual_seed(0),
     )

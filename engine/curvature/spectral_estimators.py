@@ -1,6 +1,7 @@
 """Spectra of a symmetric operator seen only through matrix-vector products: Lanczos, Hutchinson, SLQ.
 
-A: R^p → R^p symmetric, given as v ↦ A v (a Hessian-vector product); vectors are flat [p].
+A: R^p → R^p symmetric, a linear_operator.LinearOperator with one member (a Hessian, its
+Gauss–Newton part, …); vectors are flat [p], multiplied a block of rows at a time.
 
 Lanczos (engine/curvature/lanczos.py: full reorthogonalisation in float64) from a unit vector q
 builds T_k = Qᵀ A Q, tridiagonal with diagonal α [k] and off-diagonal β [k−1]; it stops early
@@ -31,7 +32,6 @@ density on a grid and as a histogram of the node masses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,25 +40,21 @@ from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
 from ntklab.engine.curvature.lanczos import LanczosRun, lanczos_top_eigenvalues
-
-Matmat = Callable[[Tensor], Tensor]
-"""V [b, p] ↦ (A vᵢ)ᵢ [b, p]: the operator applied to a batch of vectors."""
+from ntklab.engine.curvature.linear_operator import LinearOperator
 
 
-def lanczos_tridiagonals(
-    matmat: Matmat, starts: Tensor, steps: int, *, dtype: torch.dtype
-) -> list[tuple[np.ndarray, np.ndarray]]:
+def lanczos_tridiagonals(operator: LinearOperator, starts: Tensor, steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """α [k] and β [k−1] of T_k = Qᵀ A Q from each float64 row of starts [N, p], k ≤ min(steps, p).
 
     The N recurrences (engine/curvature/lanczos.py's LanczosRun, run to the invariant space or
-    `steps`) advance together, one matmat per step over the runs not yet done; matmat receives
-    vectors in `dtype` on starts' device. Memory: the bases, N·min(steps, p)·p float64.
+    `steps`) advance together, one block of products per step over the runs not yet done, on
+    starts' device. Memory: the bases, N·min(steps, p)·p float64.
     """
-    eps = torch.finfo(dtype).eps
+    eps = torch.finfo(operator.dtype).eps
     runs = [LanczosRun(start, min(steps, starts.shape[1]), top_k=1, tolerance=0.0, eps=eps) for start in starts]
     active = runs
     while active:
-        products = matmat(torch.stack([run.q for run in active]).to(dtype))
+        products = operator.apply(torch.stack([run.q for run in active]))
         for run, product in zip(active, products):
             run.advance(product)
         active = [run for run in active if not run.done]
@@ -73,20 +69,10 @@ def gauss_quadrature(alphas: np.ndarray, betas: np.ndarray) -> tuple[np.ndarray,
     return nodes, vectors[0] ** 2
 
 
-def spectral_norm(
-    matmat: Matmat, dim: int, *, steps: int, tolerance: float, dtype: torch.dtype, device, generator: torch.Generator
-) -> float:
+def spectral_norm(operator: LinearOperator, *, steps: int, tolerance: float, generator: torch.Generator) -> float:
     """‖A‖₂ ≈ max |θ| by Lanczos from a Gaussian start (drawn on the CPU from `generator`), at most `steps`
     steps, stopping once the top Ritz value's residual bound is ≤ tolerance·|θ| (engine/curvature/lanczos.py)."""
-    [top] = lanczos_top_eigenvalues(
-        lambda v: matmat(v[None])[0],
-        dim,
-        iterations=steps,
-        tolerance=tolerance,
-        dtype=dtype,
-        device=device,
-        generator=generator,
-    )
+    [top] = lanczos_top_eigenvalues(operator, iterations=steps, tolerance=tolerance, generator=generator)
     return abs(top)
 
 
@@ -147,22 +133,16 @@ class SpectralQuadrature:
 
 
 def stochastic_lanczos_quadrature(
-    matmat: Matmat,
-    dim: int,
-    *,
-    probes: int,
-    steps: int,
-    batch: int,
-    dtype: torch.dtype,
-    device,
-    generator: torch.Generator,
+    operator: LinearOperator, *, probes: int, steps: int, batch: int, generator: torch.Generator
 ) -> SpectralQuadrature:
-    """`probes` Rademacher vectors (drawn on the CPU from `generator`), `steps` Lanczos steps from each, `batch` at a time."""
+    """`probes` Rademacher vectors (drawn on the CPU from `generator`), `steps` Lanczos steps from each, `batch` at a time;
+    steps=1 is Hutchinson's trace alone (one product per probe)."""
+    dim = operator.dim
     samples, nodes, weights = [], [], []
     for first in range(0, probes, batch):
         size = min(batch, probes - first)
         v = torch.randint(0, 2, (size, dim), generator=generator, dtype=torch.float64) * 2 - 1
-        for alphas, betas in lanczos_tridiagonals(matmat, (v / np.sqrt(dim)).to(device), steps, dtype=dtype):
+        for alphas, betas in lanczos_tridiagonals(operator, (v / np.sqrt(dim)).to(operator.device), steps):
             samples.append(dim * float(alphas[0]))
             theta, tau = gauss_quadrature(alphas, betas)
             nodes.append(theta.tolist())

@@ -5,6 +5,7 @@ from torch.func import functional_call, hessian
 from ntklab.api_schemas.spec import ModelSpec
 from ntklab.engine.curvature.hessian import hessian_vector_product, model_hessian
 from ntklab.engine.curvature.lanczos import lanczos_top_eigenvalues
+from ntklab.engine.curvature.linear_operator import LinearOperator
 from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.network import build_network, trainable_parameters
 
@@ -60,7 +61,7 @@ def test_lanczos_with_fewer_steps_than_dimension_finds_the_extreme_eigenvalues()
         [torch.tensor([-9.0, 7.0, 5.0], dtype=torch.float64), torch.rand(297, dtype=torch.float64, generator=generator)]
     )
     A = Q @ torch.diag(spectrum) @ Q.T
-    top = lanczos_top_eigenvalues(lambda v: A @ v, 300, iterations=40, top_k=3, dtype=torch.float64, device="cpu")
+    top = lanczos_top_eigenvalues(LinearOperator.from_matrix(A), iterations=40, top_k=3)
     assert top == pytest.approx([-9.0, 7.0, 5.0], rel=1e-8)
 
 

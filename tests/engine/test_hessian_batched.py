@@ -1,4 +1,4 @@
-"""Batched, certified Lanczos for the model Hessian (engine/curvature/hessian.py, lanczos.py, batched_hvp.py).
+"""Batched, certified Lanczos for the model Hessian (engine/curvature/hessian.py, lanczos.py, operators.py).
 
 References are independent of the engine's torch.func path: dense Hessians by
 torch.autograd.functional.hessian (reverse-over-reverse) of a hand-written flat function,
@@ -12,9 +12,10 @@ from torch import nn
 from torch.func import functional_call
 
 from ntklab.api_schemas.spec import ModelSpec
-from ntklab.engine.curvature.batched_hvp import BatchedHVP, FlatModel
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.curvature.lanczos import lanczos_many, lanczos_top_eigenvalues
+from ntklab.engine.curvature.linear_operator import LinearOperator
+from ntklab.engine.curvature.operators import model_hessian_operator
 from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.network import build_network, trainable_parameters
 
@@ -52,18 +53,19 @@ def dense_hessian(net, x_i, a, of="outputs"):
 def sequential(net, x, *, top_k, iterations, tolerance):
     """One run at a time, one product per call, start vectors from one generator seeded 0 in (point, output) order."""
     generator = torch.Generator().manual_seed(0)
-    model = FlatModel(net, "outputs")
-    hvp, units = BatchedHVP(model, max_batch=1), torch.eye(net.output_dim, dtype=torch.float64)
+    H = model_hessian_operator(net, x, max_batch=1)
+
+    def run(r):
+        """H_r through the batch's own product, one row per call."""
+        return LinearOperator(lambda V, members: H.apply(V, [r] * len(V)), H.dim, dtype=H.dtype, device=H.device)
+
     return [
         [
             lanczos_top_eigenvalues(
-                lambda v, i=i, a=a: hvp.products(x[i : i + 1], units[a : a + 1], v[None])[0],
-                model.dim,
+                run(i * net.output_dim + a),
                 iterations=iterations,
                 top_k=top_k,
                 tolerance=tolerance,
-                dtype=torch.float64,
-                device="cpu",
                 generator=generator,
             )
             for a in range(net.output_dim)
@@ -194,19 +196,14 @@ def test_lanczos_many_does_not_depend_on_how_many_runs_advance_together():
         Q, _ = torch.linalg.qr(torch.randn(60, 60, dtype=torch.float64, generator=generator))
         operators.append(Q @ torch.diag(torch.linspace(-3, 5, 60, dtype=torch.float64) ** 3) @ Q.T)
 
-    def block(ids, vectors):
-        return torch.stack([operators[r] @ v for r, v in zip(ids, vectors)])
+    block = LinearOperator.from_matrix(torch.stack(operators))
 
     def solve(max_active):
         return lanczos_many(
             block,
-            5,
-            60,
             steps=40,
             top_k=2,
             tolerance=1e-8,
-            dtype=torch.float64,
-            device="cpu",
             generator=torch.Generator().manual_seed(0),
             max_active=max_active,
         )

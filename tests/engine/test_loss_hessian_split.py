@@ -69,7 +69,7 @@ def dense_split(net, x, y, loss: str):
 
 
 def as_matrix(operator):
-    return operator(torch.eye(operator.dim, dtype=torch.float64))
+    return operator @ torch.eye(operator.dim, dtype=torch.float64)
 
 
 @pytest.mark.parametrize("case", list(CASES))

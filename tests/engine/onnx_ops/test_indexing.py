@@ -242,7 +242,7 @@ def test_scatter_nd_is_per_point_on_a_transposed_batch(reduction):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_scatter_nd_hessian_vector_products_run_per_point(reduction):
     """vmap over points of forward-over-reverse and reverse-over-reverse Hessian-vector products in trainable updates
-    (as ntklab.engine.curvature.batched_hvp runs them): no value read of a batched tensor in any derivative, and both agree."""
+    (as ntklab.engine.curvature.operators.model_hessian_operator runs them): no value read of a batched tensor in any derivative, and both agree."""
     x = generator(6).normal(size=(3, 4, 2))
     nodes = [
         helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),

@@ -17,7 +17,10 @@ FAST_WORKERS ?= 2
 # torch's intra-op threads per test process in test-fast: two xdist workers with torch's default two threads each
 # on two cores made every engine test ~3x slower (docs/testing.md); empty = torch's default
 FAST_THREADS ?= 1
-TEST_WORKERS ?= 0
+# the same for both parts of `make test`: in the serial part a live stack's worker inherits it (workers/threads.py),
+# and torch's two threads there, beside the API and pytest on two cores, made tiny jobs ~10x slower (docs/testing.md)
+TEST_WORKERS ?= 2
+TEST_THREADS ?= 1
 SERIAL_TESTS := tests/integration tests/faults
 NOT_SERIAL := --dist loadfile $(addprefix --ignore=,$(SERIAL_TESTS))
 PORT ?= 8000
@@ -60,6 +63,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .; \
 	$(VENV)/bin/ruff check .; \
 	mkdir -p var; status=0; \
+	$(if $(TEST_THREADS),export OMP_NUM_THREADS=$(TEST_THREADS);) \
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) $(NOT_SERIAL) --junitxml=var/test-report.xml $(PYTEST_ARGS) || status=$$?; \
 	$(VENV)/bin/pytest -q --junitxml=var/test-report-serial.xml $(PYTEST_ARGS) $(SERIAL_TESTS) || status=$$?; \
 	$(PY) scripts/test_times.py var/test-report.xml var/test-report-serial.xml || true; exit $$status

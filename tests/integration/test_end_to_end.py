@@ -147,9 +147,11 @@ def test_a_killed_worker_loses_nothing(live_stack):
     """SIGKILL the worker's process group mid-job; the reaper requeues it and a new worker finishes it.
 
     A fixed step count (the retried and the clean run must match step for step), long
-    enough (2 s at a laptop core's 0.2 ms a step, ten progress ticks) that a fast machine cannot
-    finish it before the test sees it running; on the 2-core CI machine each run takes ~30 s."""
-    steps = 10_000
+    enough (0.8 s at a laptop core's 0.2 ms a step, four of the stack's 0.2 s progress ticks) that
+    a fast machine cannot finish it between the tick the test sees past steps // 20 and the kill;
+    10 000 steps (~30 s a run on the 2-core CI machine) showed nothing more and made this the
+    slowest integration test."""
+    steps = 4_000
     job_id = submit(live_stack, long_spec(steps, seed=2))
     wait_for(
         live_stack, job_id, lambda j: j["status"] == "running" and j["progress"]["step"] >= steps // 20, timeout_s=120

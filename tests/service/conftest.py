@@ -4,7 +4,9 @@
 NTKLAB_TEST_DATABASE_URL; unreachable PostgreSQL fails the test under `make test` and skips it
 elsewhere, see tests/server_checks.py).
 A migrated template is made once per session and copied per test (file copy for SQLite,
-CREATE DATABASE … TEMPLATE for PostgreSQL), so every test starts from an empty schema.
+CREATE DATABASE … TEMPLATE for PostgreSQL, where the copy a finished test leaves is emptied and
+handed to the next test while its schema is still the template's: tests/postgres_reuse.py), so every
+test starts from an empty migrated schema.
 The broker is the embedded filesystem transport in the test's tmp_path.
 """
 
@@ -27,6 +29,7 @@ from sqlalchemy.orm import Session
 from ntklab.config.settings import Settings
 from ntklab.service.app import create_app
 from ntklab.store.migrate import alembic_config as packaged_alembic_config
+from tests.postgres_reuse import ReusedDatabases
 
 BACKENDS = ("sqlite", "postgresql")
 
@@ -82,6 +85,14 @@ def postgres_template(postgres_databases: PostgresDatabases) -> Iterator[str]:
     postgres_databases.drop(name)
 
 
+@pytest.fixture(scope="session")
+def postgres_copies(postgres_databases: PostgresDatabases, postgres_template: str) -> Iterator[ReusedDatabases]:
+    """Copies of the template, each emptied and handed to the next test (tests/postgres_reuse.py)."""
+    copies = ReusedDatabases(postgres_databases, postgres_template)
+    yield copies
+    copies.close()
+
+
 @pytest.fixture
 def fresh_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """(backend, URL) of an empty, unmigrated database; the test's parameter picks the backend."""
@@ -105,12 +116,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         shutil.copy(request.getfixturevalue("sqlite_template"), path)
         yield f"sqlite:///{path}"
         return
-    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
-    name = databases.create(template=request.getfixturevalue("postgres_template"))
+    copies: ReusedDatabases = request.getfixturevalue("postgres_copies")
+    name = copies.take()
     try:
-        yield databases.url(name)
+        yield copies.databases.url(name)
     finally:
-        databases.drop(name)
+        copies.give_back(name)
 
 
 def make_settings(database_url: str, tmp_path: Path, **overrides) -> Settings:

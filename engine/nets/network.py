@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
 from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.graph import build_graph_network
@@ -33,7 +33,7 @@ from ntklab.planner.builtin_graphs import as_graph
 
 
 def build_network(
-    model: ModelSpec,
+    model: AnyModel,
     input_shape: tuple[int, ...],
     *,
     seed: int,

@@ -701,7 +701,7 @@ class JobSpec(Strict):
         data = info.data.get("data")
         if data is None or (isinstance(data, DatasetData) and data.stored is None):
             return model
-        if model.kind == "onnx" and model.stored is None:
+        if isinstance(model, OnnxModel) and model.stored is None:
             return model
         labels = class_labels(data)
         wanted = None if labels else target_dim(data)
@@ -713,13 +713,13 @@ class JobSpec(Strict):
                 )
         if wanted is not None and model.output_dim != wanted:
             raise ValueError(f"model.output_dim = {model.output_dim} but the data's targets have width {wanted}")
-        if model.kind == "cnn" or (model.kind == "resnet" and model.block == "conv"):
+        if isinstance(model, CnnModel) or (isinstance(model, ResnetModel) and model.block == "conv"):
             shape = model.input_shape or _default_image_shape(data)
             if shape is None:
                 raise ValueError("model.input_shape (C, H, W) is required for convolutional models on non-image data")
             if shape[0] * shape[1] * shape[2] != input_dim(data):
                 raise ValueError(f"model.input_shape {list(shape)} does not hold the data's {input_dim(data)} features")
-        if model.kind == "graph":
+        if isinstance(model, GraphModel):
             _graph_fits_data(model, data)
         return model
 

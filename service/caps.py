@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ntklab.api_schemas import problems as types
 from ntklab.api_schemas.graph import walk
 from ntklab.api_schemas.problems import FieldError
-from ntklab.api_schemas.spec import BuiltinModel, GraphModel, InlineData, JobSpec, input_dim, target_dim
+from ntklab.api_schemas.spec import BuiltinModel, GraphModel, InlineData, JobSpec, OnnxModel, input_dim, target_dim
 from ntklab.config.settings import Settings
 from ntklab.planner.architecture import count_parameters
 from ntklab.planner.estimate import Estimate, TimeRates, estimate_job, format_bytes
@@ -222,7 +222,7 @@ def _estimate_violation(
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:
-    if spec.model.kind == "onnx":
+    if isinstance(spec.model, OnnxModel):
         if spec.model.stored is None:
             return 0, [FieldError(field="model.id", message="the onnx model has not been looked up (resolve_uploads)")]
         return spec.model.stored.parameters, _over(

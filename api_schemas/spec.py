@@ -9,9 +9,10 @@ Cross-field rules raise errors whose message names the dotted field path.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from functools import cache
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from ntklab.api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
@@ -83,29 +84,63 @@ class StoredModel(Strict):
     )
 
 
-class ModelSpec(Strict):
-    """The network f(w; x) ∈ R^O and its output head φ (identity = linear head).
-
-    mlp:    hidden widths, one activation for all hidden layers or one per layer.
-    cnn:    hidden = channels per conv layer; kernel_size/stride/padding per conv;
-            readout after global average pooling or flattening; input_shape (C, H, W).
-    resnet: hidden = [width] * (blocks + 1); block = "fc" or "conv".
-    graph:  `layers`, a list of layer specs (api_schemas/graph.py, docs/models.md) read from
-            inputs of model.input_shape ([d], [T, d] or [C, H, W]; default the flat features),
-            then the readout; the built-in fields other than the head's are not used.
-    onnx:   an uploaded ONNX model (POST /v1/models) named by `id`; its initializers are the
-            trainable weights; `stored` is filled in by the service at submission.
+class ModelCommon(Strict):
+    """What every kind of network shares: the output head φ (identity = linear head), the output
+    width O, the parameterization and the readout's bias and training.
 
     parameterization: ntk, standard or meanfield for the built-in kinds and graphs (weights drawn
     for it); standard (the default: as exported), ntk or mup for an onnx model, whose exported
     weights are rescaled by their fan-in so that the function at init is the one exported
     (engine/nets/onnx_parameterization.py, docs/models.md).
+
+    A section may carry the fields of another kind (a whole stored spec of the old flat model,
+    a sweep's base over several kinds): those are left out before validation, as they were
+    ignored before; only `layers`, `id` and `stored` of another kind are refused when set.
     """
 
-    kind: Literal["mlp", "cnn", "resnet", "onnx", "graph"] = "mlp"
-    layers: list[GraphLayer] | None = Field(
-        default=None, min_length=1, max_length=MAX_LAYERS, description="graph only: the layers before the readout"
-    )
+    PARAMETERIZATIONS: ClassVar[tuple[str, ...]] = BUILTIN_PARAMETERIZATIONS
+
+    kind: str  # each member's Literal; declared here so that it leads every member's fields
+    output_activation: OutputActivation = "identity"
+    output_dim: int | None = Field(default=None, ge=1, le=10_000, description="default: the data's target width")
+    parameterization: Parameterization = "ntk"
+    bias: bool = True
+    train_output_layer: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_other_kinds_fields(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind", DEFAULT_MODEL_KIND)
+        foreign = [name for name in data if name not in cls.model_fields and name in _every_model_field()]
+        for name in foreign:
+            if name in KIND_OF_FIELD and data[name] is not None:
+                owner = KIND_OF_FIELD[name]
+                raise ValueError(f"model.{name} is for model.kind = {owner!r} only (this model is {kind!r})")
+        return {name: value for name, value in data.items() if name not in foreign}
+
+    @field_validator("parameterization")
+    @classmethod
+    def _parameterization_of_the_kind(cls, value: str) -> str:
+        if value not in cls.PARAMETERIZATIONS:
+            choices = ", ".join(repr(name) for name in cls.PARAMETERIZATIONS)
+            kind = cls.model_fields["kind"].default
+            raise ValueError(f"{value!r} is not a parameterization of model.kind = {kind!r}: one of {choices}")
+        return value
+
+    @field_validator("output_dim")
+    @classmethod
+    def _softmax_needs_classes(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("output_activation") == "softmax" and value < 2:
+            raise ValueError("model.output_dim must be at least 2 with a softmax head (softmax of one logit is 1)")
+        return value
+
+
+class BuiltinModel(ModelCommon):
+    """The shorthand kinds (mlp, cnn, resnet): hidden widths and their activations, lowered to a layer
+    graph after validation (planner/builtin_graphs.py)."""
+
     hidden: list[Annotated[int, Field(ge=1, le=MAX_WIDTH)]] = Field(
         default_factory=lambda: [1000],
         min_length=1,
@@ -113,90 +148,19 @@ class ModelSpec(Strict):
         description="Hidden widths (mlp), channels (cnn) or the residual width (resnet).",
     )
     activation: Activation | list[Activation] = "relu"
-    output_activation: OutputActivation = "identity"
-    output_dim: int | None = Field(default=None, ge=1, le=10_000, description="default: the data's target width")
-    parameterization: Parameterization = "ntk"
-    bias: bool = True
-    train_output_layer: bool = True
-    kernel_size: int = Field(default=3, ge=1, le=15, description="cnn/resnet conv only")
-    stride: int = Field(default=1, ge=1, le=8, description="cnn/resnet conv only")
-    padding: int = Field(default=1, ge=0, le=15, description="cnn/resnet conv only")
-    readout: Literal["global_avg", "flatten"] = Field(default="global_avg", description="cnn/resnet conv only")
     input_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
         default=None,
         min_length=1,
         max_length=3,
-        description="(C, H, W) for cnn/conv-resnet, defaults to the data set's image shape; "
-        "graph: [d], [T, d] or [C, H, W], defaults to the flat features.",
+        description="(C, H, W) of the inputs; cnn/conv-resnet default: the data set's image shape",
     )
-    blocks: int = Field(default=2, ge=1, le=MAX_LAYERS, description="resnet only: residual blocks")
-    block: Literal["fc", "conv"] = Field(default="fc", description="resnet only")
-    id: str | None = Field(
-        default=None, pattern=r"^mdl_[0-9a-f]{32}$", description="onnx only: the id POST /v1/models answered"
-    )
-    stored: StoredModel | None = Field(
-        default=None, description="onnx only: filled in by the service at submission (a value sent is replaced)"
-    )
-
-    @model_validator(mode="after")
-    def _onnx_fields(self):
-        if self.kind != "onnx":
-            for name in ("id", "stored"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"model.{name} is for model.kind = 'onnx' only (this model is {self.kind!r})")
-            return self
-        if self.id is None:
-            raise ValueError("model.id is required for model.kind = 'onnx': the id POST /v1/models answered")
-        if not self.train_output_layer:
-            raise ValueError(
-                "model.train_output_layer = false is not supported for an onnx model (every initializer trains)"
-            )
-        if "parameterization" not in self.model_fields_set:
-            self.parameterization = "standard"
-        if self.stored is not None:
-            if self.output_dim is not None and self.output_dim != self.stored.output_dim:
-                raise ValueError(
-                    f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs"
-                )
-            self.output_dim = self.stored.output_dim
-        return self
-
-    @field_validator("parameterization")
-    @classmethod
-    def _parameterization_of_the_kind(cls, value: str, info: ValidationInfo) -> str:
-        kind = info.data.get("kind")
-        allowed = ONNX_PARAMETERIZATIONS if kind == "onnx" else BUILTIN_PARAMETERIZATIONS
-        if kind is not None and value not in allowed:
-            choices = ", ".join(repr(name) for name in allowed)
-            raise ValueError(f"{value!r} is not a parameterization of model.kind = {kind!r}: one of {choices}")
-        return value
-
-    @field_validator("layers", mode="before")
-    @classmethod
-    def _nested_at_most_max_nesting(cls, layers):
-        if (path := too_deep(layers)) is not None:
-            raise PydanticCustomError(
-                "nesting_too_deep",
-                "{path} is a residual nested {depth} deep; residual layers nest at most {le} deep",
-                {"path": path, "depth": MAX_NESTING + 1, "le": MAX_NESTING},
-            )
-        return layers
-
-    @field_validator("layers")
-    @classmethod
-    def _layers_for_graphs_only(cls, layers: list[GraphLayer] | None, info: ValidationInfo):
-        kind = info.data.get("kind")
-        if kind == "graph" and layers is None:
-            raise ValueError("model.layers is required for model.kind = 'graph'")
-        if kind != "graph" and layers is not None:
-            raise ValueError(f"model.layers is for model.kind = 'graph' only (this model is {kind!r})")
-        return layers
 
     @field_validator("input_shape")
     @classmethod
-    def _image_shape_for_builtin_kinds(cls, shape: list[int] | None, info: ValidationInfo):
-        if shape is not None and info.data.get("kind") in ("mlp", "cnn", "resnet") and len(shape) != 3:
-            raise ValueError(f"model.input_shape must be (C, H, W) for model.kind = {info.data['kind']!r}, got {shape}")
+    def _image_shape(cls, shape: list[int] | None) -> list[int] | None:
+        if shape is not None and len(shape) != 3:
+            kind = cls.model_fields["kind"].default
+            raise ValueError(f"model.input_shape must be (C, H, W) for model.kind = {kind!r}, got {shape}")
         return shape
 
     @field_validator("activation")
@@ -209,18 +173,139 @@ class ModelSpec(Strict):
             )
         return value
 
-    @field_validator("output_dim")
-    @classmethod
-    def _softmax_needs_classes(cls, value: int | None, info: ValidationInfo) -> int | None:
-        if value is not None and info.data.get("output_activation") == "softmax" and value < 2:
-            raise ValueError("model.output_dim must be at least 2 with a softmax head (softmax of one logit is 1)")
-        return value
-
     def activations(self) -> list[Activation]:
         """One activation name per hidden layer."""
         if isinstance(self.activation, list):
             return list(self.activation)
         return [self.activation] * len(self.hidden)
+
+
+class MlpModel(BuiltinModel):
+    """mlp: dense layers of the hidden widths, one activation for all hidden layers or one per layer."""
+
+    kind: Literal["mlp"] = "mlp"
+
+
+class ConvModel(BuiltinModel):
+    """The convolution of a cnn or conv-resnet layer and the readout after the last."""
+
+    kernel_size: int = Field(default=3, ge=1, le=15, description="conv layers' kernel size")
+    stride: int = Field(default=1, ge=1, le=8, description="conv layers' stride")
+    padding: int = Field(default=1, ge=0, le=15, description="conv layers' zero padding")
+    readout: Literal["global_avg", "flatten"] = Field(
+        default="global_avg", description="conv layers: global average pooling or flattening before the readout"
+    )
+
+
+class CnnModel(ConvModel):
+    """cnn: hidden = channels per conv layer, on inputs of input_shape (C, H, W)."""
+
+    kind: Literal["cnn"] = "cnn"
+
+
+class ResnetModel(ConvModel):
+    """resnet: hidden = [width] * (blocks + 1); block = "fc" (dense) or "conv" (the conv fields apply)."""
+
+    kind: Literal["resnet"] = "resnet"
+    blocks: int = Field(default=2, ge=1, le=MAX_LAYERS, description="residual blocks")
+    block: Literal["fc", "conv"] = "fc"
+
+
+class GraphModel(ModelCommon):
+    """graph: `layers`, a list of layer specs (api_schemas/graph.py, docs/models.md) read from inputs of
+    model.input_shape ([d], [T, d] or [C, H, W]; default the flat features), then the readout."""
+
+    kind: Literal["graph"] = "graph"
+    layers: list[GraphLayer] = Field(min_length=1, max_length=MAX_LAYERS, description="the layers before the readout")
+    input_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
+        default=None, min_length=1, max_length=3, description="[d], [T, d] or [C, H, W]; default the flat features"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layers_required(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("layers") is None:
+            raise ValueError("model.layers is required for model.kind = 'graph'")
+        return data
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _nested_at_most_max_nesting(cls, layers):
+        if (path := too_deep(layers)) is not None:
+            raise PydanticCustomError(
+                "nesting_too_deep",
+                "{path} is a residual nested {depth} deep; residual layers nest at most {le} deep",
+                {"path": path, "depth": MAX_NESTING + 1, "le": MAX_NESTING},
+            )
+        return layers
+
+
+class OnnxModel(ModelCommon):
+    """onnx: an uploaded ONNX model (POST /v1/models) named by `id`; its initializers are the trainable
+    weights; `stored` is filled in by the service at submission."""
+
+    PARAMETERIZATIONS: ClassVar[tuple[str, ...]] = ONNX_PARAMETERIZATIONS
+
+    kind: Literal["onnx"] = "onnx"
+    id: str = Field(pattern=r"^mdl_[0-9a-f]{32}$", description="the id POST /v1/models answered")
+    parameterization: Parameterization = "standard"
+    stored: StoredModel | None = Field(
+        default=None, description="filled in by the service at submission (a value sent is replaced)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _id_required(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("id") is None:
+            raise ValueError("model.id is required for model.kind = 'onnx': the id POST /v1/models answered")
+        return data
+
+    @model_validator(mode="after")
+    def _stored_outputs(self):
+        if not self.train_output_layer:
+            raise ValueError(
+                "model.train_output_layer = false is not supported for an onnx model (every initializer trains)"
+            )
+        if self.stored is not None:
+            if self.output_dim is not None and self.output_dim != self.stored.output_dim:
+                raise ValueError(
+                    f"model.output_dim = {self.output_dim} but the onnx model has {self.stored.output_dim} outputs"
+                )
+            self.output_dim = self.stored.output_dim
+        return self
+
+
+DEFAULT_MODEL_KIND = "mlp"
+MODEL_KINDS: dict[str, type[ModelCommon]] = {
+    "mlp": MlpModel,
+    "cnn": CnnModel,
+    "resnet": ResnetModel,
+    "graph": GraphModel,
+    "onnx": OnnxModel,
+}
+KIND_OF_FIELD = {"layers": "graph", "id": "onnx", "stored": "onnx"}
+"""Fields of one kind that another kind refuses when set (not None); every other kind's field is left out."""
+
+ModelSpec = tagged_union(MODEL_KINDS, "kind", default=DEFAULT_MODEL_KIND)
+"""The model section; a section that leaves `kind` out is an mlp. Build one with model_spec(**fields)."""
+
+AnyModel = MlpModel | CnnModel | ResnetModel | GraphModel | OnnxModel
+"""The members of ModelSpec, for annotations and isinstance."""
+
+
+@cache
+def _every_model_field() -> frozenset[str]:
+    return frozenset(name for member in MODEL_KINDS.values() for name in member.model_fields)
+
+
+@cache
+def _model_adapter() -> TypeAdapter:
+    return TypeAdapter(ModelSpec)
+
+
+def model_spec(**fields: Any) -> AnyModel:
+    """The model section of `fields`, validated: its kind's member (an mlp where `kind` is left out)."""
+    return _model_adapter().validate_python(fields)
 
 
 # --------------------------------------------------------------------------- data
@@ -604,7 +689,7 @@ class JobSpec(Strict):
     tags: list[Tag] = Field(default_factory=list, max_length=32)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     data: DataSpec = Field(default_factory=GaussianMixtureData)
-    model: ModelSpec = Field(default_factory=ModelSpec)
+    model: ModelSpec = Field(default_factory=MlpModel)
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     diagnostics: DiagnosticsSpec = Field(default_factory=DiagnosticsSpec)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -612,11 +697,11 @@ class JobSpec(Strict):
 
     @field_validator("model")
     @classmethod
-    def _model_fits_data(cls, model: ModelSpec, info: ValidationInfo) -> ModelSpec:
+    def _model_fits_data(cls, model: AnyModel, info: ValidationInfo) -> AnyModel:
         data = info.data.get("data")
         if data is None or (isinstance(data, DatasetData) and data.stored is None):
             return model
-        if model.kind == "onnx" and model.stored is None:
+        if isinstance(model, OnnxModel) and model.stored is None:
             return model
         labels = class_labels(data)
         wanted = None if labels else target_dim(data)
@@ -628,13 +713,13 @@ class JobSpec(Strict):
                 )
         if wanted is not None and model.output_dim != wanted:
             raise ValueError(f"model.output_dim = {model.output_dim} but the data's targets have width {wanted}")
-        if model.kind == "cnn" or (model.kind == "resnet" and model.block == "conv"):
+        if isinstance(model, CnnModel) or (isinstance(model, ResnetModel) and model.block == "conv"):
             shape = model.input_shape or _default_image_shape(data)
             if shape is None:
                 raise ValueError("model.input_shape (C, H, W) is required for convolutional models on non-image data")
             if shape[0] * shape[1] * shape[2] != input_dim(data):
                 raise ValueError(f"model.input_shape {list(shape)} does not hold the data's {input_dim(data)} features")
-        if model.kind == "graph":
+        if isinstance(model, GraphModel):
             _graph_fits_data(model, data)
         return model
 
@@ -693,17 +778,17 @@ class JobSpec(Strict):
 
     def probe_n(self) -> int:
         """The probe set's size: data.probe.n, or its default for the model's output width O (ProbeSpec)."""
-        stored = self.model.stored.output_dim if self.model.stored is not None else None
+        stored = self.model.stored.output_dim if isinstance(self.model, OnnxModel) and self.model.stored else None
         return self.data.probe_n(self.model.output_dim or stored or 1)
 
     def image_shape(self) -> tuple[int, int, int] | None:
         """(C, H, W) of a convolutional model's input, or None for flat inputs."""
-        if self.model.input_shape is not None:
+        if not isinstance(self.model, OnnxModel) and self.model.input_shape is not None:
             return tuple(self.model.input_shape)  # type: ignore[return-value]
         return _default_image_shape(self.data)
 
 
-def _graph_fits_data(model: ModelSpec, data) -> None:
+def _graph_fits_data(model: GraphModel, data) -> None:
     """The graph reads the data's points as model.input_shape (or flat); every layer's shapes fit; token ids for an embedding."""
     features = input_dim(data)
     if model.input_shape is not None and math.prod(model.input_shape) != features:
@@ -736,12 +821,12 @@ def ids_within(stored: StoredDataset, vocab: int) -> bool:
     return stored.x_min is None or stored.x_max is None or (stored.x_min >= 0 and stored.x_max < vocab)
 
 
-def takes_integer_inputs(model: ModelSpec) -> bool:
+def takes_integer_inputs(model: AnyModel) -> bool:
     """Whether the model reads integer inputs (token ids): a graph whose first layer is an embedding,
     or an onnx model whose input is integer; every other model reads floats."""
-    if model.kind == "onnx":
+    if isinstance(model, OnnxModel):
         return model.stored is not None and model.stored.input_integer
-    return model.kind == "graph" and bool(model.layers) and model.layers[0].type == "embedding"
+    return isinstance(model, GraphModel) and model.layers[0].type == "embedding"
 
 
 def _default_image_shape(data) -> tuple[int, int, int] | None:

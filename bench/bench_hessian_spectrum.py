@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, hessian
 
 from bench.tables import print_head, print_row
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.flat_parameters import FlatParameters
 from ntklab.engine.curvature.operators import loss_hessian_operator
 from ntklab.engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
@@ -37,7 +37,7 @@ PROBES, STEPS, TRACE_PROBES = 16, 32, 100
 
 
 def problem(hidden: list[int]):
-    net = build_network(ModelSpec(hidden=hidden, activation="tanh", output_dim=O), (D,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=hidden, activation="tanh", output_dim=O), (D,), seed=0, dtype=torch.float64)
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(N, D, dtype=torch.float64, generator=generator)
     y = F.one_hot(torch.randint(0, O, (N,), generator=generator), O).double()

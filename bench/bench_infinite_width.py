@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, model_spec
 from ntklab.engine.kernels.ntk import tangent_kernel
 from ntklab.engine.limits import gauss_hermite
 from ntklab.engine.limits.infinite_width import limit_kernels
@@ -48,7 +48,7 @@ def timed(call, repeats: int) -> float:
     return statistics.median(times)
 
 
-def networks(quick: bool) -> list[tuple[str, ModelSpec, tuple[int, ...]]]:
+def networks(quick: bool) -> list[tuple[str, AnyModel, tuple[int, ...]]]:
     depths = (1, 4) if quick else (1, 2, 4, 8)
     out = []
     for activation in ("relu", "tanh"):
@@ -56,7 +56,7 @@ def networks(quick: bool) -> list[tuple[str, ModelSpec, tuple[int, ...]]]:
             out.append(
                 (
                     f"mlp {activation} ×{depth}",
-                    ModelSpec(hidden=[1024] * depth, activation=activation, output_dim=1),
+                    model_spec(hidden=[1024] * depth, activation=activation, output_dim=1),
                     (16,),
                 )
             )
@@ -64,14 +64,14 @@ def networks(quick: bool) -> list[tuple[str, ModelSpec, tuple[int, ...]]]:
         out.append(
             (
                 f"cnn relu gap ×{depth}",
-                ModelSpec(kind="cnn", hidden=[128] * depth, activation="relu", output_dim=1, input_shape=[1, 8, 8]),
+                model_spec(kind="cnn", hidden=[128] * depth, activation="relu", output_dim=1, input_shape=[1, 8, 8]),
                 (64,),
             )
         )
     return out
 
 
-def quadrature_terms(model: ModelSpec, x: torch.Tensor) -> str:
+def quadrature_terms(model: AnyModel, x: torch.Tensor) -> str:
     """The Mehler terms K and rule N the first tanh layer needed (— for closed forms)."""
     if model.activations()[0] != "tanh":
         return "—"
@@ -105,7 +105,7 @@ def main() -> None:
     peer_row(args.nt_python, args.threads, args.peer_repeats)
 
 
-PEER_MODEL = ModelSpec(kind="cnn", hidden=[128] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
+PEER_MODEL = model_spec(kind="cnn", hidden=[128] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
 
 
 def peer_row(nt_python: str, threads: int, repeats: int) -> None:

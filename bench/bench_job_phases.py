@@ -179,7 +179,7 @@ def step_cost_table(repeats: int, threads: int) -> str:
 
     import torch
 
-    from ntklab.api_schemas.spec import ModelSpec
+    from ntklab.api_schemas.spec import model_spec
     from ntklab.engine.diagnostics.linearization import linearization_errors
     from ntklab.engine.kernels.ntk import outputs_kernel, tangent_kernel
     from ntklab.engine.nets.network import build_network, trainable_parameters
@@ -202,7 +202,7 @@ def step_cost_table(repeats: int, threads: int) -> str:
         "|---|---|---|---|---|",
     ]
     for label, fields, shape, n in STEP_CASES:
-        net = build_network(ModelSpec(**fields), shape, seed=0)
+        net = build_network(model_spec(**fields), shape, seed=0)
         x = torch.randn(n, *shape, generator=torch.Generator().manual_seed(0))
         w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
         with torch.no_grad():

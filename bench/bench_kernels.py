@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from bench.tables import print_head, print_row
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.lanczos import lanczos_many
 from ntklab.engine.curvature.operators import model_hessian_operator
 from ntklab.engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
@@ -80,7 +80,7 @@ def method_row_network(row: dict, dtype: torch.dtype = torch.float32) -> torch.n
 
         torch.manual_seed(0)
         return initialized(ViT(depth=1)).to(dtype)
-    return build_network(ModelSpec(**row["fields"]), tuple(row["shape"]), seed=0, dtype=dtype)
+    return build_network(model_spec(**row["fields"]), tuple(row["shape"]), seed=0, dtype=dtype)
 
 
 def method_row_inputs(row: dict, n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -174,7 +174,7 @@ def label(cell: dict) -> str:
 
 def estimate(cell: dict, method: str) -> tuple[float, float]:
     """(bytes, seconds) per call, from the counts of the dominant tensors and FLOPs (float32)."""
-    spec = ModelSpec(**cell["fields"])
+    spec = model_spec(**cell["fields"])
     p = count_parameters(spec, tuple(cell["shape"]))
     n, O = cell["n"], spec.output_dim
     positions = 64 if cell["net"] == "cnn" else 1
@@ -242,7 +242,7 @@ def inputs(cell: dict) -> torch.Tensor:
 def run_cell(cell: dict, method: str, repeats: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     parameterization = "standard" if method == "nngeometry" else "ntk"
-    spec = ModelSpec(**cell["fields"], parameterization=parameterization)
+    spec = model_spec(**cell["fields"], parameterization=parameterization)
     net = build_network(spec, tuple(cell["shape"]), seed=0)
     x = inputs(cell)
     if method == "nngeometry":
@@ -296,7 +296,7 @@ def kernel_table(args) -> None:
     print("| network | n | p | method | time (s) | × vs jacobian | peak extra RSS (MB) | note |")
     print("|---|---|---|---|---|---|---|---|")
     for cell in cells(args.quick):
-        p = count_parameters(ModelSpec(**cell["fields"]), tuple(cell["shape"]))
+        p = count_parameters(model_spec(**cell["fields"]), tuple(cell["shape"]))
         results = {}
         for method in METHODS:
             bytes_, seconds = estimate(cell, "jacobian" if method == "nngeometry" else method)
@@ -346,7 +346,7 @@ def lanczos_table(args) -> None:
     print("| network | p | ‖H‖ at k_max | HVPs to 1e-4 | rel. error at 20 | at 40 | s per HVP |")
     print("|---|---|---|---|---|---|---|")
     for name, fields, shape in nets:
-        net = build_network(ModelSpec(**fields), shape, seed=0)
+        net = build_network(model_spec(**fields), shape, seed=0)
         x = torch.randn(points, *shape, generator=torch.Generator().manual_seed(1))
         worst_needed, errors_20, errors_40, seconds = 0, [], [], []
         for i in range(points):

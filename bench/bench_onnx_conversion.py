@@ -21,7 +21,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from bench.tables import print_head, print_row
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import OnnxModel
 from ntklab.engine.nets.onnx_model import OnnxNetwork
 
 
@@ -44,7 +44,7 @@ def chain(n: int):
 
 def seconds_to_convert(n: int, repeats: int) -> float:
     graph = chain(n)
-    spec = ModelSpec.model_validate(
+    spec = OnnxModel.model_validate(
         {"kind": "onnx", "id": "mdl_" + "0" * 32, "stored": {"parameters": 3 * n, "input_shape": [3], "output_dim": 3}}
     )
     times = []

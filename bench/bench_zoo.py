@@ -113,10 +113,10 @@ def member(name: str, width: int, n: int) -> tuple[torch.nn.Module, torch.Tensor
 
 
 def converted(onnx_bytes: bytes) -> torch.nn.Module:
-    from ntklab.api_schemas.spec import ModelSpec
+    from ntklab.api_schemas.spec import model_spec
     from ntklab.engine.nets.onnx_model import build_onnx_network
 
-    return build_onnx_network(ModelSpec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float32)
+    return build_onnx_network(model_spec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float32)
 
 
 def parameters(module: torch.nn.Module) -> int:

@@ -4,7 +4,7 @@
 
 Run by a bench-only environment with jax/jaxlib 0.4.23 and neural-tangents (never ntklab's own
 dependencies; bench/bench_infinite_width.py --nt-python PATH names that environment's python).
-The network is ntklab's ModelSpec(kind="cnn", hidden=[C]·depth, activation="relu", output_dim=1,
+The network is ntklab's model_spec(kind="cnn", hidden=[C]·depth, activation="relu", output_dim=1,
 input_shape=[1, H, W]) under its ntk parameterization: `depth` times a 3×3 convolution with zero
 ("SAME") padding, W_std = 1 and b_std = 1 (weights N(0, 1/fan_in), biases N(0, 1)), then relu;
 global average pooling; a dense readout, W_std = b_std = 1. Inputs x [n, H·W] are read as n

@@ -71,7 +71,7 @@ def accepted(module: torch.nn.Module, x: torch.Tensor, *, dynamo: bool) -> tuple
 
 
 def measure(name: str, repeats: int) -> list[str]:
-    from ntklab.api_schemas.spec import ModelSpec
+    from ntklab.api_schemas.spec import model_spec
     from ntklab.engine.kernels import ntk
     from ntklab.engine.nets.onnx_model import build_onnx_network
 
@@ -85,7 +85,7 @@ def measure(name: str, repeats: int) -> list[str]:
     if onnx_bytes is not None:
         try:
             net = build_onnx_network(
-                ModelSpec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float64
+                model_spec(kind="onnx", id=MODEL_ID, output_dim=OUT), onnx_bytes, dtype=torch.float64
             )
             picked = ntk.resolve_method(net, "auto", x, of="logits")
             K = ntk.tangent_kernel(net, x, method="auto", of="logits")

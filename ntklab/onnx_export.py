@@ -202,7 +202,7 @@ def converted_outputs(proto: Any, example: Any, dtype: Any) -> np.ndarray:
         return reference_outputs(proto, example)
     torch = _import("torch")
     output_dim = int(proto.graph.output[0].type.tensor_type.shape.dim[-1].dim_value or 1)
-    model = spec.ModelSpec(kind="onnx", id=CHECK_MODEL_ID, output_dim=output_dim)
+    model = spec.OnnxModel(id=CHECK_MODEL_ID, output_dim=output_dim)
     float_dtype = dtype if dtype in (torch.float32, torch.float64) else torch.float32
     net = converter.build_onnx_network(model, proto.SerializeToString(), dtype=float_dtype)
     with torch.no_grad():

@@ -23,21 +23,21 @@ from __future__ import annotations
 import math
 
 from ntklab.api_schemas.graph_plan import GraphPlan, plan_graph
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel
 from ntklab.planner.builtin_graphs import as_graph
 
 
-def graph_input_shape(model: ModelSpec, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+def graph_input_shape(model: AnyModel, input_shape: tuple[int, ...]) -> tuple[int, ...]:
     """The shape a graph reads one input as: model.input_shape when given, else the flat (∏ input_shape,)."""
     return tuple(model.input_shape) if model.input_shape is not None else (math.prod(input_shape),)
 
 
-def plan_model_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> GraphPlan:
+def plan_model_graph(model: AnyModel, input_shape: tuple[int, ...]) -> GraphPlan:
     """The shapes of a graph spec's layers for inputs of `input_shape` (the data's, flat or not)."""
     return plan_graph(model.layers, graph_input_shape(model, input_shape), bias=model.bias)
 
 
-def count_parameters(model: ModelSpec, input_shape: tuple[int, ...]) -> int:
+def count_parameters(model: AnyModel, input_shape: tuple[int, ...]) -> int:
     """Trainable parameters of the network the spec describes: Σ_l out_l·fan_in_l + out_l·[bias]."""
     graph = as_graph(model, input_shape)
     plan = plan_model_graph(graph, input_shape)

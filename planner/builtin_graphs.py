@@ -43,20 +43,20 @@ from ntklab.api_schemas.graph import (
     Residual,
 )
 from ntklab.api_schemas.graph_plan import conv_output_size
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, GraphModel, ModelCommon
 
 SHORTHAND_KINDS = ("mlp", "cnn", "resnet")
 
 
-def as_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> ModelSpec:
+def as_graph(model: AnyModel, input_shape: tuple[int, ...]) -> AnyModel:
     """The layer graph a spec describes: a graph spec as it is, an mlp, cnn or resnet lowered (builtin_as_graph)."""
     return builtin_as_graph(model, input_shape) if model.kind in SHORTHAND_KINDS else model
 
 
-def builtin_as_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> ModelSpec:
+def builtin_as_graph(model: AnyModel, input_shape: tuple[int, ...]) -> AnyModel:
     """The graph spec of an mlp, cnn or resnet spec for inputs of `input_shape` ((d,) or (C, H, W)).
 
-    Built without validation (ModelSpec.model_construct): the spec was validated as written, and its
+    Built without validation (GraphModel.model_construct): the spec was validated as written, and its
     graph may hold more layers than a graph a user writes may (MAX_LAYERS hidden layers are 2·MAX_LAYERS
     graph layers)."""
     plan = plan_network(model, input_shape)
@@ -67,9 +67,9 @@ def builtin_as_graph(model: ModelSpec, input_shape: tuple[int, ...]) -> ModelSpe
         layers += [Residual(layers=stage, scale=1.0 / blocks)] if layer.residual else stage
     if plan.pool is not None:
         layers.append(GlobalAvgPool() if plan.pool == "global_avg" else Flatten())
-    fields = model.model_dump(exclude={"kind", "layers", "input_shape"})
+    head = model.model_dump(include=set(ModelCommon.model_fields) - {"kind"})
     shape = list(plan.image_shape) if plan.image_shape is not None else None
-    return ModelSpec.model_construct(**fields, kind="graph", layers=layers, input_shape=shape)
+    return GraphModel.model_construct(**head, kind="graph", layers=layers, input_shape=shape)
 
 
 def _affine(layer: LayerPlan) -> Dense | Conv2d:
@@ -108,7 +108,7 @@ class NetworkPlan:
     pool: str | None
 
 
-def plan_network(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
+def plan_network(model: AnyModel, input_shape: tuple[int, ...]) -> NetworkPlan:
     """The layers an mlp, cnn or resnet spec describes, by arithmetic only; raises ValueError naming the field at fault."""
     if model.output_dim is None:
         raise ValueError("model.output_dim is required to build a network (fill it from the data)")
@@ -121,13 +121,13 @@ def plan_network(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
     raise ValueError(f"model.kind {model.kind!r} is not a built-in family (a graph is planned by plan_model_graph)")
 
 
-def _plan_mlp(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
+def _plan_mlp(model: AnyModel, input_shape: tuple[int, ...]) -> NetworkPlan:
     sizes = [math.prod(input_shape), *model.hidden]
     hidden = tuple(LayerPlan(sizes[l], sizes[l + 1], act) for l, act in enumerate(model.activations()))
     return NetworkPlan(hidden, LayerPlan(sizes[-1], model.output_dim, None), None, None)
 
 
-def _plan_cnn(model: ModelSpec, image: tuple[int, int, int]) -> NetworkPlan:
+def _plan_cnn(model: AnyModel, image: tuple[int, int, int]) -> NetworkPlan:
     channels, height, width = image
     hidden = []
     for out_channels, act in zip(model.hidden, model.activations()):
@@ -137,7 +137,7 @@ def _plan_cnn(model: ModelSpec, image: tuple[int, int, int]) -> NetworkPlan:
     return NetworkPlan(tuple(hidden), _readout(model, channels, height, width), image, model.readout)
 
 
-def _plan_resnet(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
+def _plan_resnet(model: AnyModel, input_shape: tuple[int, ...]) -> NetworkPlan:
     width = model.hidden[0]
     if any(h != width for h in model.hidden):
         raise ValueError(f"model.hidden must hold one width for a resnet, got {model.hidden}")
@@ -157,12 +157,12 @@ def _plan_resnet(model: ModelSpec, input_shape: tuple[int, ...]) -> NetworkPlan:
     return NetworkPlan((first, *blocks), _readout(model, width, height, width_px), image, model.readout)
 
 
-def _readout(model: ModelSpec, channels: int, height: int, width: int) -> LayerPlan:
+def _readout(model: AnyModel, channels: int, height: int, width: int) -> LayerPlan:
     features = channels if model.readout == "global_avg" else channels * height * width
     return LayerPlan(features, model.output_dim, None)
 
 
-def _conv_size(model: ModelSpec, height: int, width: int, layer: int) -> tuple[int, int]:
+def _conv_size(model: AnyModel, height: int, width: int, layer: int) -> tuple[int, int]:
     out_h = conv_output_size(height, model.kernel_size, model.stride, model.padding)
     out_w = conv_output_size(width, model.kernel_size, model.stride, model.padding)
     if out_h < 1 or out_w < 1:
@@ -173,7 +173,7 @@ def _conv_size(model: ModelSpec, height: int, width: int, layer: int) -> tuple[i
     return out_h, out_w
 
 
-def _image_shape(model: ModelSpec, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
+def _image_shape(model: AnyModel, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
     if model.input_shape is not None:
         shape = tuple(model.input_shape)
     elif len(input_shape) == 3:

@@ -59,7 +59,7 @@ from ntklab.api_schemas.graph import (
     SelfAttention,
 )
 from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
-from ntklab.api_schemas.spec import JobSpec, ModelSpec, input_dim
+from ntklab.api_schemas.spec import AnyModel, JobSpec, input_dim
 from ntklab.planner.architecture import graph_input_shape, plan_model_graph
 from ntklab.planner.builtin_graphs import as_graph
 from ntklab.planner.kernel_cost_model import LayerShape, Profile
@@ -155,7 +155,7 @@ def _readout(prof: ForwardProfile, spec: JobSpec, features: int) -> None:
     prof.add_activations(prof.outputs)
 
 
-def _graph(prof: ForwardProfile, spec: JobSpec, graph: ModelSpec, input_shape: tuple[int, ...]) -> None:
+def _graph(prof: ForwardProfile, spec: JobSpec, graph: AnyModel, input_shape: tuple[int, ...]) -> None:
     plan = plan_model_graph(graph, input_shape)
     prof.input_elements = math.prod(graph_input_shape(graph, input_shape))
     _layers(prof, plan.layers, graph.bias)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ntklab.api_schemas import problems as types
 from ntklab.api_schemas.graph import walk
 from ntklab.api_schemas.problems import FieldError
-from ntklab.api_schemas.spec import InlineData, JobSpec, input_dim, target_dim
+from ntklab.api_schemas.spec import BuiltinModel, GraphModel, InlineData, JobSpec, OnnxModel, input_dim, target_dim
 from ntklab.config.settings import Settings
 from ntklab.planner.architecture import count_parameters
 from ntklab.planner.estimate import Estimate, TimeRates, estimate_job, format_bytes
@@ -92,10 +92,13 @@ def _over(field: str, what: str, value: int, limit: int) -> list[FieldError]:
 
 def _width_violations(spec: JobSpec, settings: Settings) -> list[FieldError]:
     """Every hidden width, or for a graph every layer's width (model.layers.3.width, nested paths too)."""
-    if spec.model.kind == "graph":
-        widths = [(f"{path}.width", layer.width) for path, layer in walk(spec.model.layers) if hasattr(layer, "width")]
+    model = spec.model
+    if isinstance(model, GraphModel):
+        widths = [(f"{path}.width", layer.width) for path, layer in walk(model.layers) if hasattr(layer, "width")]
+    elif isinstance(model, BuiltinModel):
+        widths = [(f"model.hidden.{index}", width) for index, width in enumerate(model.hidden)]
     else:
-        widths = [(f"model.hidden.{index}", width) for index, width in enumerate(spec.model.hidden)]
+        widths = []  # an onnx model: no width fields (its parameters are capped below)
     return [violation for field, width in widths for violation in _over(field, "width", width, settings.max_width)]
 
 
@@ -219,7 +222,7 @@ def _estimate_violation(
 
 
 def _parameter_violations(spec: JobSpec, settings: Settings) -> tuple[int, list[FieldError]]:
-    if spec.model.kind == "onnx":
+    if isinstance(spec.model, OnnxModel):
         if spec.model.stored is None:
             return 0, [FieldError(field="model.id", message="the onnx model has not been looked up (resolve_uploads)")]
         return spec.model.stored.parameters, _over(

@@ -40,7 +40,7 @@ from starlette.requests import ClientDisconnect, Request
 from ntklab.api_schemas import problems as types
 from ntklab.api_schemas.base import MAX_NAME_LENGTH, text_problem
 from ntklab.api_schemas.problems import FieldError
-from ntklab.api_schemas.spec import DatasetData, JobSpec, ModelSpec, StoredDataset, input_dim, takes_integer_inputs
+from ntklab.api_schemas.spec import AnyModel, DatasetData, JobSpec, StoredDataset, input_dim, takes_integer_inputs
 from ntklab.api_schemas.uploads import INVALID_UPLOAD
 from ntklab.service.problems import ProblemError, field_errors, summarize
 from ntklab.store import uploads_repo
@@ -485,7 +485,7 @@ def _check_labels(data: dict, classes: int | None, data_id: str, errors: list[Fi
     )
 
 
-def _keeps_integers(model: ModelSpec, document: dict) -> bool:
+def _keeps_integers(model: AnyModel, document: dict) -> bool:
     if model.kind == "onnx":
         return bool((document.get("stored") or {}).get("input_integer"))
     return takes_integer_inputs(model)

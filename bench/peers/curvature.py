@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.peers.harness import interleaved, ratio_cell, seconds_cell
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.lanczos import lanczos_many
 from ntklab.engine.curvature.operators import loss_hessian_operator
 from ntklab.engine.curvature.spectral_estimators import stochastic_lanczos_quadrature
@@ -73,7 +73,7 @@ class Problem:
 
 def problem(network: str, loss: str, dtype: torch.dtype) -> Problem:
     fields, shape, n = NETWORKS[network]
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=dtype)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=dtype)
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(n, *shape, generator=generator, dtype=dtype)
     labels = torch.randint(0, fields["output_dim"], (n,), generator=generator)

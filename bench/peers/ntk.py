@@ -36,7 +36,7 @@ from bench.peers.infinite_cnn import infinite_cnn_row
 from bench.peers.nn_copies import sequential_copy, vit_copy
 from bench.peers.nt_client import NeuralTangents, jax_missing
 from bench.peers.nt_export import sequential_problem, vit_problem
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.kernels.ntk import resolve_method, tangent_kernel
 from ntklab.engine.nets.network import build_network
 
@@ -69,7 +69,7 @@ class Row:
 
 def mlp(O: int) -> Callable[[torch.dtype], tuple[nn.Module, torch.Tensor]]:
     def build(dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
-        spec = ModelSpec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard")
+        spec = model_spec(hidden=[1024] * 3, activation="tanh", output_dim=O, parameterization="standard")
         net = build_network(spec, (64,), seed=0, dtype=dtype)
         return net, torch.randn(256, 64, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
 
@@ -78,7 +78,7 @@ def mlp(O: int) -> Callable[[torch.dtype], tuple[nn.Module, torch.Tensor]]:
 
 def cnn(dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
     row = method_rows(quick=False)[2]
-    spec = ModelSpec(**row["fields"], parameterization="standard")
+    spec = model_spec(**row["fields"], parameterization="standard")
     return build_network(spec, tuple(row["shape"]), seed=0, dtype=dtype), method_row_inputs(row, row["n"], dtype)
 
 

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from ntklab.api_schemas.graph import ActivationLayer, AvgPool, Conv2d, Dense, Flatten, GlobalAvgPool, Residual
 from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
 from ntklab.api_schemas.infinite_width import refusal
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import AnyModel, JobSpec
 from ntklab.engine.artifacts import npy_artifact
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
 from ntklab.engine.kernels.ntk import tangent_kernel
@@ -56,7 +56,7 @@ class LimitKernels:
 
 
 def limit_kernels(
-    model: ModelSpec, x: Tensor, *, tolerance: float = 1e-10, checkpoint: Checkpoint = no_checkpoint
+    model: AnyModel, x: Tensor, *, tolerance: float = 1e-10, checkpoint: Checkpoint = no_checkpoint
 ) -> LimitKernels:
     """Θ∞ and Σ∞ of the spec's network on the points x [n, …] (one point's shape is the data's);
     checkpoint() is called after each map (a weight layer, an activation, a residual block, a pooling)."""
@@ -70,7 +70,7 @@ def limit_kernels(
     return LimitKernels(state.Θ[:, :, 0, 0], state.K[:, :, 0, 0], state.error)
 
 
-def _layer_maps(model: ModelSpec, x: Tensor, tolerance: float) -> tuple[Moments, list[LayerMap]]:
+def _layer_maps(model: AnyModel, x: Tensor, tolerance: float) -> tuple[Moments, list[LayerMap]]:
     """The input's moments and the maps of every layer, the readout last."""
     rho = partial(_rho, model.parameterization)
     act = partial(_activation, tolerance=tolerance)
@@ -107,7 +107,7 @@ def _activation(name: str, *, tolerance: float) -> LayerMap:
     return partial(limit_maps.activation, name=name, tolerance=tolerance)
 
 
-def _graph_map(planned: PlannedLayer, model: ModelSpec, rho, act) -> LayerMap:
+def _graph_map(planned: PlannedLayer, model: AnyModel, rho, act) -> LayerMap:
     layer, shape = planned.layer, planned.in_shape
     bias = layer_bias(layer, model.bias)
     if isinstance(layer, Dense):

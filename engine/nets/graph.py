@@ -38,7 +38,7 @@ from ntklab.api_schemas.graph import (
     SelfAttention,
 )
 from ntklab.api_schemas.graph_plan import PlannedLayer, layer_bias
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import GraphModel
 from ntklab.engine.nets import graph_layers
 from ntklab.engine.nets.attention import SelfAttention as SelfAttentionModule
 from ntklab.engine.nets.base import TangentNetwork
@@ -90,7 +90,7 @@ class GraphNetwork(TangentNetwork):
 
 
 def build_graph_network(
-    model: ModelSpec,
+    model: GraphModel,
     input_shape: tuple[int, ...],
     *,
     seed: int,
@@ -130,7 +130,7 @@ def build_graph_network(
 class LayerMaker:
     """Builds each planned layer's module and draws its weights, in spec order, from one generator."""
 
-    def __init__(self, model: ModelSpec, generator: torch.Generator, dtype: torch.dtype, device) -> None:
+    def __init__(self, model: GraphModel, generator: torch.Generator, dtype: torch.dtype, device) -> None:
         self.parameterization = model.parameterization
         self.default_bias = model.bias
         self.generator = generator

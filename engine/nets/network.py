@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, OnnxModel
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
 from ntklab.engine.nets.base import TangentNetwork
 from ntklab.engine.nets.graph import build_graph_network
@@ -33,7 +33,7 @@ from ntklab.planner.builtin_graphs import as_graph
 
 
 def build_network(
-    model: ModelSpec,
+    model: AnyModel,
     input_shape: tuple[int, ...],
     *,
     seed: int,
@@ -44,7 +44,7 @@ def build_network(
 ) -> TangentNetwork:
     """The seeded network of a spec; input_shape is (d,) or (C, H, W) of one input. An uploaded ONNX
     model's bytes are read from `uploads`; its conversion calls checkpoint() before each node."""
-    if model.kind == "onnx":
+    if isinstance(model, OnnxModel):
         from ntklab.engine.nets.onnx_model import build_onnx_network
 
         return build_onnx_network(model, uploads.model(model.id), dtype=dtype, device=device, checkpoint=checkpoint)

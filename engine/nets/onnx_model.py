@@ -68,7 +68,7 @@ import torch
 from onnx import TensorProto, numpy_helper
 from torch import Tensor, nn
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import OnnxModel
 from ntklab.api_schemas.uploads import constant_names, node_description, trainable_initializers
 from ntklab.engine.callbacks import Checkpoint, no_checkpoint
 from ntklab.engine.nets.base import TangentNetwork
@@ -99,7 +99,7 @@ class OnnxNetwork(TangentNetwork):
 
     def __init__(
         self,
-        model: ModelSpec,
+        model: OnnxModel,
         graph: onnx.GraphProto,
         opset: int,
         dtype: torch.dtype,
@@ -206,7 +206,7 @@ class OnnxNetwork(TangentNetwork):
 
 
 def build_onnx_network(
-    model: ModelSpec,
+    model: OnnxModel,
     onnx_bytes: bytes,
     *,
     dtype: torch.dtype = torch.float32,

@@ -28,10 +28,13 @@ from sklearn import datasets as sk
 
 from ntklab.api_schemas.spec import (
     BuiltinData,
+    CnnModel,
     DatasetData,
     GaussianMixtureData,
     InlineData,
     JobSpec,
+    OnnxModel,
+    ResnetModel,
     Sine1DData,
     Targets,
     takes_integer_inputs,
@@ -61,7 +64,7 @@ def load_data(
     image = spec.image_shape() if _is_convolutional(spec) else None
     if image is not None:
         input_shape = tuple(image)
-    elif spec.model.kind == "onnx" and spec.model.stored is not None:
+    elif isinstance(spec.model, OnnxModel) and spec.model.stored is not None:
         input_shape = tuple(spec.model.stored.input_shape)
     else:
         input_shape = tuple(x.shape[1:]) if isinstance(spec.data, DatasetData) else (x.shape[1],)
@@ -91,7 +94,8 @@ def standardize(x: np.ndarray) -> np.ndarray:
 
 
 def _is_convolutional(spec: JobSpec) -> bool:
-    return spec.model.kind == "cnn" or (spec.model.kind == "resnet" and spec.model.block == "conv")
+    model = spec.model
+    return isinstance(model, CnnModel) or (isinstance(model, ResnetModel) and model.block == "conv")
 
 
 def _arrays(data, uploads: Uploads) -> tuple[np.ndarray, np.ndarray]:

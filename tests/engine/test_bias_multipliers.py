@@ -13,13 +13,13 @@ import pytest
 import torch
 from torch.func import functional_call, jacrev
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import JobSpec, model_spec
 from ntklab.engine.nets.network import build_network, trainable_parameters
 from ntklab.engine.run import run
 
 
 def test_meanfield_readout_bias_enters_with_one_over_root_width():
-    spec = ModelSpec(hidden=[50], activation="tanh", output_dim=2, parameterization="meanfield")
+    spec = model_spec(hidden=[50], activation="tanh", output_dim=2, parameterization="meanfield")
     net = build_network(spec, (3,), seed=0, dtype=torch.float64)
     x = torch.randn(4, 3, dtype=torch.float64)
     w, b = net.stages[0].layer.weight, net.stages[0].layer.bias
@@ -35,7 +35,7 @@ def test_every_bias_multiplier_is_one_except_the_meanfield_readout(parameterizat
         "cnn": dict(kind="cnn", hidden=[3, 4], input_shape=[1, 6, 6]),
         "graph": dict(kind="graph", layers=[{"type": "dense", "width": 7}, {"type": "activation", "name": "tanh"}]),
     }[kind]
-    spec = ModelSpec(**fields, output_dim=2, parameterization=parameterization)
+    spec = model_spec(**fields, output_dim=2, parameterization=parameterization)
     net = build_network(spec, (36,) if kind == "cnn" else (4,), seed=0)
     layers = [module for module in net.modules() if hasattr(module, "bias_multiplier") and module is not net.readout]
     assert layers and all(layer.bias_multiplier == 1.0 for layer in layers)
@@ -54,7 +54,7 @@ def trace_by_tensor(net, x) -> dict[str, float]:
 
 def readout_bias_over_weights(width: int, parameterization: str) -> float:
     net = build_network(
-        ModelSpec(hidden=[width], activation="tanh", output_dim=1, parameterization=parameterization),
+        model_spec(hidden=[width], activation="tanh", output_dim=1, parameterization=parameterization),
         (4,),
         seed=0,
         dtype=torch.float64,

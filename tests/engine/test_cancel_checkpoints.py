@@ -15,7 +15,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from ntklab.api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
+from ntklab.api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, model_spec
 from ntklab.engine.callbacks import JobCancelled, NullCallbacks, Progress
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.curvature.hessian_spectrum import hessian_spectrum
@@ -55,8 +55,8 @@ def stops_midway(compute) -> int:
 
 
 NETWORKS = {
-    "mlp": (ModelSpec(hidden=[16, 16], output_dim=3), (5,)),
-    "cnn": (ModelSpec(kind="cnn", hidden=[3, 4], output_dim=2, readout="flatten"), (1, 8, 8)),
+    "mlp": (model_spec(hidden=[16, 16], output_dim=3), (5,)),
+    "cnn": (model_spec(kind="cnn", hidden=[3, 4], output_dim=2, readout="flatten"), (1, 8, 8)),
 }
 
 
@@ -75,7 +75,7 @@ def test_every_kernel_method_reaches_checkpoints(network, method, monkeypatch):
 
 
 def test_ntk_vp_blocks_hold_about_checkpoint_flops():
-    net = build_network(ModelSpec(hidden=[256, 256], output_dim=10), (32,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=[256, 256], output_dim=10), (32,), seed=0, dtype=torch.float64)
     x = torch.randn(60, 32, dtype=torch.float64)
     params = {name: p.detach() for name, p in net.named_parameters()}
     matmul_flops = 2 * (32 * 256 + 256 * 256 + 256 * 10)  # F, the forward's matmuls (torch counts a little more)
@@ -97,14 +97,14 @@ def test_the_per_sample_fallback_reaches_a_checkpoint_per_chunk():
 
 def test_the_limit_kernel_reaches_a_checkpoint_per_map():
     x = torch.randn(5, 3, dtype=torch.float64)
-    model = ModelSpec(hidden=[8, 8, 8], output_dim=1)
+    model = model_spec(hidden=[8, 8, 8], output_dim=1)
     assert (
         stops_midway(lambda checkpoint: limit_kernels(model, x, checkpoint=checkpoint)) == 3 * 2 + 1
     )  # weights, σ; readout
 
 
 def test_the_loss_hessian_split_reaches_a_checkpoint_per_product():
-    net = build_network(ModelSpec(hidden=[8], output_dim=2), (3,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=[8], output_dim=2), (3,), seed=0, dtype=torch.float64)
     x, y = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 2, dtype=torch.float64)
     stops_midway(lambda checkpoint: loss_hessian_split(net, x, y, "mse", iterations=6, checkpoint=checkpoint))
 
@@ -124,7 +124,7 @@ def test_an_onnx_conversion_reaches_a_checkpoint_per_node():
         [numpy_helper.from_array(np.ones((2, 3)), "w"), numpy_helper.from_array(np.zeros(2), "b")],
     )
     onnx_bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
-    model = ModelSpec(kind="onnx", id=MODEL_ID, output_dim=2)
+    model = model_spec(kind="onnx", id=MODEL_ID, output_dim=2)
     assert (
         stops_midway(
             lambda checkpoint: build_onnx_network(model, onnx_bytes, dtype=torch.float64, checkpoint=checkpoint)
@@ -148,7 +148,7 @@ class CancelAfter(NullCallbacks):
 
 
 def test_hessian_products_and_spectra_are_checkpoints_through_the_meters_report():
-    net = build_network(ModelSpec(hidden=[8], output_dim=2), (3,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=[8], output_dim=2), (3,), seed=0, dtype=torch.float64)
     x, y = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
     spectrum = HessianSpectrumDiagnostics(of="loss", probes=3, lanczos_steps=4, grid=10, bins=4)
     computations = {

@@ -4,7 +4,7 @@ seed, has the same weights, the same function, the same tangent kernel and the s
 import pytest
 import torch
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
 from ntklab.engine.kernels.ntk import tangent_kernel
 from ntklab.engine.nets.network import build_network, trainable_parameters
@@ -48,7 +48,7 @@ CASES = {
 
 def pair(name: str, parameterization: str, seed: int = 7):
     fields, shape = CASES[name]
-    model = ModelSpec(**fields, parameterization=parameterization)
+    model = model_spec(**fields, parameterization=parameterization)
     graph = builtin_as_graph(model, shape)
     builtin = build_network(model, shape, seed=seed, dtype=torch.float64)
     return builtin, build_network(graph, shape, seed=seed, dtype=torch.float64), shape

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import AnyModel, JobSpec, model_spec
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
 from ntklab.engine.kernels.ntk import tangent_kernel
@@ -55,15 +55,15 @@ MORE = {
 }
 
 
-def graph_model(name: str, **fields) -> tuple[ModelSpec, tuple[int, ...]]:
+def graph_model(name: str, **fields) -> tuple[AnyModel, tuple[int, ...]]:
     if name in EXAMPLES:
         spec = EXAMPLES[name]
         return spec.model.model_copy(update=fields), (math.prod(spec.model.input_shape),)
     layers, shape = MORE[name]
-    return ModelSpec(kind="graph", layers=layers, input_shape=list(shape), output_dim=3, **fields), shape
+    return model_spec(kind="graph", layers=layers, input_shape=list(shape), output_dim=3, **fields), shape
 
 
-def inputs(model: ModelSpec, n: int, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
+def inputs(model: AnyModel, n: int, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     if model.layers[0].type == "embedding":
         return torch.randint(0, model.layers[0].vocab, (n, *model.input_shape), generator=generator).to(dtype)
@@ -151,7 +151,7 @@ def test_multipliers_follow_the_parameterization():
 
 
 def test_attention_is_scaled_dot_product_attention_with_one_over_root_d_head():
-    model = ModelSpec(
+    model = model_spec(
         kind="graph",
         layers=[{"type": "self_attention", "heads": 3, "width": 12}, GAP],
         input_shape=[5, 4],
@@ -173,7 +173,7 @@ def test_layer_norm_patch_embed_and_positions_are_their_formulas():
         GAP,
     ]
     net = build_network(
-        ModelSpec(kind="graph", layers=layers, input_shape=[2, 4, 6], output_dim=1), (48,), seed=0, dtype=torch.float64
+        model_spec(kind="graph", layers=layers, input_shape=[2, 4, 6], output_dim=1), (48,), seed=0, dtype=torch.float64
     )
     norm, patch = net.body[0], net.body[1]
     with torch.no_grad():

@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from ntklab.api_schemas.graph import Dense
 from ntklab.api_schemas.graph_plan import GraphShapeError, plan_graph
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import JobSpec, model_spec
 from ntklab.planner.architecture import count_parameters, plan_model_graph
 from ntklab.planner.builtin_graphs import builtin_as_graph
 from ntklab.service.grid import expand_grid
+from tests.engine.spec_errors import error_text
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples" / "graphs").glob("*.json"))
@@ -25,12 +25,6 @@ LN, GAP, FLAT = {"type": "layer_norm"}, {"type": "global_avg_pool"}, {"type": "f
 
 def graph_job(layers, data=DIGITS, **model) -> dict:
     return {"data": data, "model": {"kind": "graph", "layers": layers, **model}}
-
-
-def error_text(spec: dict) -> str:
-    with pytest.raises(ValidationError) as caught:
-        JobSpec.model_validate(spec)
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in caught.value.errors())
 
 
 def test_every_example_is_a_valid_job():
@@ -162,7 +156,9 @@ def test_plan_of_the_small_vit_gives_each_layers_shape_and_parameters():
 
 def test_projection_counts_and_bias_overrides():
     layers = [Dense(width=6, bias=False), {"type": "residual", "layers": [{"type": "dense", "width": 9}]}]
-    plan = plan_graph([Dense(width=6, bias=False), *ModelSpec(kind="graph", layers=layers).layers[1:]], (4,), bias=True)
+    plan = plan_graph(
+        [Dense(width=6, bias=False), *model_spec(kind="graph", layers=layers).layers[1:]], (4,), bias=True
+    )
     assert [layer.parameters for layer in plan.layers] == [6 * 4, (9 * 6 + 9) + 6 * 9]
     assert plan.layers[1].projection_stride == 1
     image = [
@@ -170,10 +166,10 @@ def test_projection_counts_and_bias_overrides():
         {"type": "residual", "layers": [{"type": "conv2d", "width": 5, "stride": 2}]},
         GAP,
     ]
-    strided = plan_model_graph(ModelSpec(kind="graph", layers=image, input_shape=[2, 7, 7], output_dim=1), (98,))
+    strided = plan_model_graph(model_spec(kind="graph", layers=image, input_shape=[2, 7, 7], output_dim=1), (98,))
     assert strided.layers[1].out_shape == (5, 4, 4) and strided.layers[1].projection_stride == 2
     with pytest.raises(GraphShapeError, match="model.input_shape"):
-        plan_graph(ModelSpec(kind="graph", layers=image).layers, (1, 2, 3, 4), bias=True)
+        plan_graph(model_spec(kind="graph", layers=image).layers, (1, 2, 3, 4), bias=True)
 
 
 BUILTINS = [
@@ -191,7 +187,7 @@ BUILTINS = [
 
 @pytest.mark.parametrize("fields,shape", BUILTINS)
 def test_builtin_kinds_as_graphs_count_the_same_parameters(fields, shape):
-    model = ModelSpec(**fields)
+    model = model_spec(**fields)
     graph = builtin_as_graph(model, shape)
     assert graph.kind == "graph" and graph.output_dim == model.output_dim and graph.bias == model.bias
     assert count_parameters(graph, shape) == count_parameters(model, shape)

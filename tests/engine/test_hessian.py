@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.func import functional_call, hessian
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.hessian import hessian_vector_product, model_hessian
 from ntklab.engine.curvature.lanczos import lanczos_top_eigenvalues
 from ntklab.engine.curvature.linear_operator import LinearOperator
@@ -38,7 +38,7 @@ def top_by_magnitude(eigenvalues, k):
 @pytest.mark.parametrize("of", ["outputs", "logits"])
 @pytest.mark.parametrize("method", ["lanczos", "dense"])
 def test_top3_matches_dense_hessian_eigenvalues(name, of, method):
-    net = build_network(ModelSpec(**TINY[name]), (3,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**TINY[name]), (3,), seed=0, dtype=torch.float64)
     x = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     p = sum(t.numel() for t in trainable_parameters(net).values())
     report = model_hessian(net, x, of=of, top_k=3, iterations=p - 1 if method == "lanczos" else 200)
@@ -67,7 +67,7 @@ def test_lanczos_with_fewer_steps_than_dimension_finds_the_extreme_eigenvalues()
 
 @pytest.mark.parametrize("name", list(TINY))
 def test_hvp_matches_central_finite_differences_of_the_gradient(name):
-    net = build_network(ModelSpec(**TINY[name]), (3,), seed=2, dtype=torch.float64)
+    net = build_network(model_spec(**TINY[name]), (3,), seed=2, dtype=torch.float64)
     x_i = torch.randn(3, dtype=torch.float64)
     f, w = flat_point_function(net, x_i, 1, "outputs")
     v = torch.randn(w.numel(), dtype=torch.float64)
@@ -80,7 +80,7 @@ def test_hvp_matches_central_finite_differences_of_the_gradient(name):
 
 
 def test_relu_net_with_linear_head_has_a_hessian_of_only_cross_terms():
-    net = build_network(ModelSpec(hidden=[8], output_dim=1, bias=False), (2,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=[8], output_dim=1, bias=False), (2,), seed=0, dtype=torch.float64)
     report = model_hessian(net, torch.randn(1, 2, dtype=torch.float64), top_k=2, iterations=20)  # p = 24: Lanczos
     largest, second = report.eigenvalues[0][0]
     assert largest == pytest.approx(-second, rel=1e-8)

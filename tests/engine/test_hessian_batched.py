@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.curvature.lanczos import lanczos_many, lanczos_top_eigenvalues
 from ntklab.engine.curvature.linear_operator import LinearOperator
@@ -31,7 +31,7 @@ NETS = {
 
 def network(name):
     fields, shape = NETS[name]
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=torch.float64)
     x = torch.randn(3, *shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     return net, x
 
@@ -126,7 +126,7 @@ def test_certified_stop_spends_fewer_products_than_the_cap_and_is_accurate():
 @pytest.mark.parametrize("of", ["outputs", "logits"])
 def test_dense_path_agrees_with_lanczos_on_a_tiny_net(of):
     net = build_network(
-        ModelSpec(hidden=[5], activation="tanh", output_dim=2, output_activation="sigmoid"),
+        model_spec(hidden=[5], activation="tanh", output_dim=2, output_activation="sigmoid"),
         (3,),
         seed=3,
         dtype=torch.float64,
@@ -151,7 +151,7 @@ def test_relu_readout_cross_terms_have_the_closed_form_spectrum():
     """f = m^-½ Σ_j v_j relu(d^-½ W_j·x): H = [[0, B], [Bᵀ, 0]], B's columns d^-½ m^-½ x on active units,
     so the eigenvalues are ±‖x‖/√(m·d), each as often as there are active units, and 0."""
     m, d = 8, 2
-    net = build_network(ModelSpec(hidden=[m], output_dim=1, bias=False), (d,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=[m], output_dim=1, bias=False), (d,), seed=0, dtype=torch.float64)
     x = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     active = int((net.stages[0].layer(x) > 0).sum())
     sigma = float(torch.linalg.norm(x)) / (m * d) ** 0.5

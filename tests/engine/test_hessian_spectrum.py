@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from pydantic import ValidationError
 from torch.func import functional_call, hessian
 
-from ntklab.api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, ModelSpec
+from ntklab.api_schemas.spec import HessianSpectrumDiagnostics, JobSpec, model_spec
 from ntklab.engine.curvature.flat_parameters import parameter_groups
 from ntklab.engine.curvature.hessian_spectrum import hessian_spectrum
 from ntklab.engine.curvature.linear_operator import LinearOperator
@@ -26,7 +26,7 @@ from ntklab.engine.nets.network import build_network, trainable_parameters
 
 
 def tiny(model: dict, n: int = 8, d: int = 3, seed: int = 0):
-    net = build_network(ModelSpec(**model), (d,), seed=seed, dtype=torch.float64)
+    net = build_network(model_spec(**model), (d,), seed=seed, dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(n, d, dtype=torch.float64, generator=generator)
     y = F.one_hot(torch.randint(0, net.output_dim, (n,), generator=generator), net.output_dim).double()
@@ -195,7 +195,7 @@ def test_a_bottleneck_layers_block_stands_out():
     spec = HessianSpectrumDiagnostics(of="model", probes=1, lanczos_steps=20)
     blocks = {}
     for hidden in ([256, 256, 256], [256, 2, 256]):
-        net = build_network(ModelSpec(hidden=hidden, activation="tanh", output_dim=1), (8,), seed=0)
+        net = build_network(model_spec(hidden=hidden, activation="tanh", output_dim=1), (8,), seed=0)
         blocks[hidden[1]] = (
             hessian_spectrum(net, spec, x_probe=x, x_train=x, y_train=x, loss="mse").spectra[0][0].block_norms
         )

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.limits import limit_maps
 from ntklab.engine.limits.diagonal_windows import DiagonalWindow
 from ntklab.engine.limits.infinite_width import limit_kernels
@@ -91,7 +91,7 @@ def test_the_relu_cnn_on_blocks_equals_the_dense_maps(monkeypatch, block_entries
     Θ∞ and Σ∞ to 1e-12: the bench's network, n = 9."""
     monkeypatch.setattr(limit_maps, "BLOCK_ENTRIES", block_entries)
     x = torch.randn(9, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    model = ModelSpec(kind="cnn", hidden=[16] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
+    model = model_spec(kind="cnn", hidden=[16] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
     limit = limit_kernels(model, x)
     theta, sigma = reference_relu_cnn(x, 3, 8)
     torch.testing.assert_close(limit.ntk, theta, rtol=1e-12, atol=0)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from scipy import integrate, special
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, model_spec
 from ntklab.engine.limits import gauss_hermite
 from ntklab.engine.limits.infinite_width import limit_kernels
 
@@ -22,8 +22,8 @@ X = torch.tensor([[math.sqrt(2), 0.0], [0.0, math.sqrt(2)], [1.0, 1.0]], dtype=t
 R = 1 / math.sqrt(2)  # Σ¹(x₁, x₃)
 
 
-def one_layer(activation: str, **fields) -> ModelSpec:
-    return ModelSpec(hidden=[7], activation=activation, bias=False, output_dim=1, **fields)
+def one_layer(activation: str, **fields) -> AnyModel:
+    return model_spec(hidden=[7], activation=activation, bias=False, output_dim=1, **fields)
 
 
 def test_relu_is_the_arc_cosine_kernel_by_hand():
@@ -53,8 +53,8 @@ def test_biases_and_a_frozen_readout_by_hand():
     """identity activation with biases: Σ¹ = x·x'/2 + 1, Σ∞ = Σ¹ + 1, Θ∞ = (Σ¹ + 1) + 1·Θ¹ with Θ¹ = Σ¹;
     a frozen readout leaves only the backward term Θ¹."""
     s1 = X @ X.T / 2 + 1
-    trained = limit_kernels(ModelSpec(hidden=[5], activation="identity", output_dim=1), X)
-    frozen = limit_kernels(ModelSpec(hidden=[5], activation="identity", output_dim=1, train_output_layer=False), X)
+    trained = limit_kernels(model_spec(hidden=[5], activation="identity", output_dim=1), X)
+    frozen = limit_kernels(model_spec(hidden=[5], activation="identity", output_dim=1, train_output_layer=False), X)
     torch.testing.assert_close(trained.nngp, s1 + 1, rtol=1e-14, atol=0)
     torch.testing.assert_close(trained.ntk, (s1 + 1) + s1, rtol=1e-14, atol=0)
     torch.testing.assert_close(frozen.ntk, s1, rtol=1e-14, atol=0)

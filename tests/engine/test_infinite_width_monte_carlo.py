@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, model_spec
 from ntklab.engine.kernels.ntk import tangent_kernel
 from ntklab.engine.limits.infinite_width import kernel_inf_distance, limit_kernels
 from ntklab.engine.nets.network import build_network
 
 
-def empirical(model: ModelSpec, x: torch.Tensor, seed: int) -> torch.Tensor:
+def empirical(model: AnyModel, x: torch.Tensor, seed: int) -> torch.Tensor:
     net = build_network(model, tuple(x.shape[1:]), seed=seed, dtype=torch.float64)
     return tangent_kernel(net, x, method="jacobian", of="logits")
 
@@ -36,7 +36,7 @@ class MonteCarlo:
     standard_error: float
 
 
-def monte_carlo(model: ModelSpec, x: torch.Tensor, seeds: int) -> MonteCarlo:
+def monte_carlo(model: AnyModel, x: torch.Tensor, seeds: int) -> MonteCarlo:
     theta = limit_kernels(model, x).ntk
     K = torch.stack([empirical(model, x, seed) for seed in range(seeds)])
     outputs = K.shape[-1] // len(theta)
@@ -64,7 +64,7 @@ def test_the_seed_average_approaches_theta_inf_like_m_to_the_minus_half(activati
     widths = [32, 64, 128, 256, 512]
     runs = [
         monte_carlo(
-            ModelSpec(hidden=[m, m], activation=activation, parameterization=parameterization, output_dim=2), x, 12
+            model_spec(hidden=[m, m], activation=activation, parameterization=parameterization, output_dim=2), x, 12
         )
         for m in widths
     ]
@@ -73,17 +73,17 @@ def test_the_seed_average_approaches_theta_inf_like_m_to_the_minus_half(activati
 
 
 ARCHITECTURES = {
-    "cnn, global average pool": lambda m: ModelSpec(
+    "cnn, global average pool": lambda m: model_spec(
         kind="cnn", hidden=[m, m], activation=["relu", "erf"], input_shape=[2, 4, 4], output_dim=1
     ),
-    "cnn, flatten, stride 2": lambda m: ModelSpec(
+    "cnn, flatten, stride 2": lambda m: model_spec(
         kind="cnn", hidden=[m], activation="gelu", input_shape=[2, 4, 4], readout="flatten", stride=2, output_dim=1
     ),
-    "fc resnet": lambda m: ModelSpec(kind="resnet", hidden=[m, m, m], blocks=2, activation="relu", output_dim=1),
-    "conv resnet": lambda m: ModelSpec(
+    "fc resnet": lambda m: model_spec(kind="resnet", hidden=[m, m, m], blocks=2, activation="relu", output_dim=1),
+    "conv resnet": lambda m: model_spec(
         kind="resnet", block="conv", hidden=[m, m], blocks=1, activation="relu", input_shape=[2, 4, 4], output_dim=1
     ),
-    "graph: pool, projected residual, flatten": lambda m: ModelSpec(
+    "graph: pool, projected residual, flatten": lambda m: model_spec(
         kind="graph",
         input_shape=[2, 4, 4],
         output_dim=1,
@@ -105,7 +105,7 @@ ARCHITECTURES = {
             },
         ],
     ),
-    "graph: tokens, dense per token, mean over tokens": lambda m: ModelSpec(
+    "graph: tokens, dense per token, mean over tokens": lambda m: model_spec(
         kind="graph",
         input_shape=[3, 2],
         output_dim=1,
@@ -139,7 +139,7 @@ def test_one_network_s_distance_at_init_falls_like_m_to_the_minus_half():
     widths = [64, 128, 256, 512, 1024]
 
     def model(m):
-        return ModelSpec(hidden=[m], activation="tanh", output_dim=1)
+        return model_spec(hidden=[m], activation="tanh", output_dim=1)
 
     theta = limit_kernels(model(1), x).ntk  # under ntk Θ∞ does not depend on the width
     distances = [

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.kernels import kernel_cost, kernel_rules, ntk
 from ntklab.engine.kernels.layer_capture import capture
 from ntklab.engine.kernels.ntk import kernel_costs, resolve_method, tangent_kernel
@@ -158,7 +158,7 @@ GRAPHS = {
     "tied-and-foreign": lambda: (seeded(TiedAndForeign()), tokens(3, 4, 5)),
     "builtin-mlp": lambda: (
         build_network(
-            ModelSpec(
+            model_spec(
                 hidden=[16, 3, 16], activation=["tanh", "identity", "relu"], output_dim=3, output_activation="softmax"
             ),
             (5,),
@@ -169,7 +169,7 @@ GRAPHS = {
     ),
     "builtin-resnet-conv": lambda: (
         build_network(
-            ModelSpec(
+            model_spec(
                 kind="resnet",
                 block="conv",
                 hidden=[3],
@@ -347,7 +347,7 @@ def chosen_by_the_formulas(costs, budget):
 
 
 def test_cost_model_picks_structured_for_a_wide_mlp():
-    net = build_network(ModelSpec(hidden=[4096], activation="relu", output_dim=1), (100,), seed=0)
+    net = build_network(model_spec(hidden=[4096], activation="relu", output_dim=1), (100,), seed=0)
     x = torch.randn(64, 100)
     costs = kernel_costs(net, x)
     prof = kernel_cost.profile(net, x, outputs_of(net, "outputs"))
@@ -367,7 +367,7 @@ def test_auto_picks_structured_for_the_built_in_networks():
         (dict(kind="resnet", block="conv", hidden=[4], blocks=2, output_dim=2), (1, 8, 8)),
         (dict(kind="resnet", hidden=[32], blocks=3, output_dim=2, train_output_layer=False), (5,)),
     ]:
-        net = build_network(ModelSpec(**fields), shape, seed=0)
+        net = build_network(model_spec(**fields), shape, seed=0)
         x = torch.randn(64, *shape)
         assert resolve_method(net, "auto", x) == "structured", fields
         assert resolve_method(net, "auto") == "structured"

@@ -5,7 +5,7 @@ import torch
 from torch.func import functional_call, jacrev
 
 from bench.bench_kernels import method_row_inputs, method_row_network, method_rows
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.kernels import ntk, symmetric_gram
 from ntklab.engine.kernels.ntk import kernel_spectrum, relative_change, resolve_method, tangent_kernel
 from ntklab.engine.nets.activations import apply_head
@@ -62,7 +62,7 @@ def relative_error(K, reference):
 @pytest.mark.parametrize("case", list(CASES))
 def test_three_methods_and_dense_reference_agree_in_float64(case, parameterization):
     fields, shape = CASES[case]
-    net = build_network(ModelSpec(**fields, parameterization=parameterization), shape, seed=1, dtype=torch.float64)
+    net = build_network(model_spec(**fields, parameterization=parameterization), shape, seed=1, dtype=torch.float64)
     x = torch.randn(5, *shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     for of in ("outputs", "logits"):
         reference = dense_reference_kernel(net, x, of)
@@ -76,18 +76,20 @@ def test_three_methods_and_dense_reference_agree_in_float64(case, parameterizati
 def test_outputs_and_logits_kernels_differ_under_a_nonlinear_head_and_agree_under_identity():
     fields, shape = CASES["mlp-bottleneck-softmax"]
     x = torch.randn(4, *shape, dtype=torch.float64)
-    softmax = build_network(ModelSpec(**fields), shape, seed=0, dtype=torch.float64)
+    softmax = build_network(model_spec(**fields), shape, seed=0, dtype=torch.float64)
     assert relative_error(tangent_kernel(softmax, x), tangent_kernel(softmax, x, of="logits")) > 0.1
-    linear = build_network(ModelSpec(**{**fields, "output_activation": "identity"}), shape, seed=0, dtype=torch.float64)
+    linear = build_network(
+        model_spec(**{**fields, "output_activation": "identity"}), shape, seed=0, dtype=torch.float64
+    )
     assert torch.equal(tangent_kernel(linear, x), tangent_kernel(linear, x, of="logits"))
 
 
 @pytest.mark.parametrize("case", ["mlp-bottleneck-softmax", "cnn-flatten-strided", "resnet-conv"])
 def test_three_methods_agree_in_float32(case):
     fields, shape = CASES[case]
-    net = build_network(ModelSpec(**fields), shape, seed=3)
+    net = build_network(model_spec(**fields), shape, seed=3)
     x = torch.randn(6, *shape, generator=torch.Generator().manual_seed(4))
-    reference = tangent_kernel(build_network(ModelSpec(**fields), shape, seed=3, dtype=torch.float64), x.double())
+    reference = tangent_kernel(build_network(model_spec(**fields), shape, seed=3, dtype=torch.float64), x.double())
     for method in METHODS:
         K = tangent_kernel(net, x, method=method)
         assert K.dtype == torch.float32
@@ -96,7 +98,7 @@ def test_three_methods_agree_in_float32(case):
 
 def test_conv_position_sum_path_equals_per_sample_path(monkeypatch):
     fields, shape = CASES["cnn-global-avg"]
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=torch.float64)
     x = torch.randn(4, *shape, dtype=torch.float64)
     per_sample = tangent_kernel(net, x, method="structured")
     monkeypatch.setattr(ntk, "MEMORY_BUDGET_BYTES", 1)
@@ -107,7 +109,7 @@ def test_conv_position_sum_path_equals_per_sample_path(monkeypatch):
 
 def test_kernel_diagonal_is_the_squared_gradient_norm_and_row_index_is_i_times_O_plus_a():
     fields, shape = CASES["mlp-bottleneck-swish"]
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=torch.float64)
     x = torch.randn(3, *shape, dtype=torch.float64)
     K = tangent_kernel(net, x)
     i, a = 2, 1
@@ -118,8 +120,8 @@ def test_kernel_diagonal_is_the_squared_gradient_norm_and_row_index_is_i_times_O
 
 def test_auto_resolves_to_structured_for_built_networks_and_jacobian_for_foreign_modules():
     fields, shape = CASES["resnet-fc"]
-    assert resolve_method(build_network(ModelSpec(**fields), shape, seed=0), "auto") == "structured"
-    foreign = build_network(ModelSpec(**fields), shape, seed=0)
+    assert resolve_method(build_network(model_spec(**fields), shape, seed=0), "auto") == "structured"
+    foreign = build_network(model_spec(**fields), shape, seed=0)
     foreign.readout = torch.nn.Linear(8, 2)
     assert resolve_method(foreign, "auto") == "jacobian"
     assert (
@@ -142,7 +144,7 @@ def test_spectrum_and_relative_change():
 @pytest.mark.parametrize("case", ["mlp-bottleneck-swish", "cnn-global-avg"])
 def test_structured_kernel_reads_weight_and_bias_multipliers_from_the_layers(case):
     fields, shape = CASES[case]
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=torch.float64)
     net.stages[0].layer.bias_multiplier = 3.0
     net.stages[1].layer.weight_multiplier *= 0.5
     x = torch.randn(3, *shape, dtype=torch.float64)
@@ -173,7 +175,7 @@ def test_every_method_and_auto_agree_in_float64_on_the_bench_networks(name, bloc
 
 def test_auto_profiles_a_network_once_and_again_after_a_layer_is_swapped():
     fields, shape = CASES["resnet-fc"]
-    net = build_network(ModelSpec(**fields), shape, seed=0)
+    net = build_network(model_spec(**fields), shape, seed=0)
     x = torch.randn(4, *shape)
     forwards = []
     net.register_forward_hook(lambda *_: forwards.append(1))

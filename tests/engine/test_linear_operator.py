@@ -14,7 +14,7 @@ from scipy.linalg import block_diag
 from scipy.sparse.linalg import eigsh
 from torch.func import functional_call, hessian, jacrev
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.lanczos import lanczos_top_eigenvalues
 from ntklab.engine.curvature.linear_operator import LinearOperator
 from ntklab.engine.curvature.operators import (
@@ -32,7 +32,7 @@ MODEL = dict(hidden=[5, 4], activation=["tanh", "softplus"], output_dim=2, outpu
 
 
 def problem(n=4):
-    net = build_network(ModelSpec(**MODEL), (3,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**MODEL), (3,), seed=0, dtype=torch.float64)
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(n, 3, dtype=torch.float64, generator=generator)
     y = F.one_hot(torch.randint(0, 2, (n,), generator=generator), 2).double()

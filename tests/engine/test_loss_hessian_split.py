@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, hessian, jacrev
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import JobSpec, model_spec
 from ntklab.engine.curvature.loss_hessian import loss_hessian_split
 from ntklab.engine.curvature.operators import gauss_newton_operator, loss_hessian_operator, residual_operator
 from ntklab.engine.kernels.ntk import tangent_kernel
@@ -33,7 +33,7 @@ CASES = {
 
 
 def tiny_problem(model: dict, n: int = 6, d: int = 3, seed: int = 0):
-    net = build_network(ModelSpec(**model), (d,), seed=seed, dtype=torch.float64)
+    net = build_network(model_spec(**model), (d,), seed=seed, dtype=torch.float64)
     generator = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(n, d, dtype=torch.float64, generator=generator)
     labels = torch.randint(0, net.output_dim, (n,), generator=generator)

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.nets.activations import HIDDEN_ACTIVATIONS, apply_head
 from ntklab.engine.nets.layers import ScaledConv2d, ScaledLinear
 from ntklab.engine.nets.network import build_network, trainable_parameters
@@ -26,7 +26,7 @@ SPECS = [
 @pytest.mark.parametrize("fields,shape", SPECS)
 @pytest.mark.parametrize("parameterization", ["ntk", "standard", "meanfield"])
 def test_count_parameters_equals_the_built_network(fields, shape, parameterization):
-    spec = ModelSpec(**fields, parameterization=parameterization)
+    spec = model_spec(**fields, parameterization=parameterization)
     net = build_network(spec, shape, seed=0)
     assert count_parameters(spec, shape) == sum(p.numel() for p in trainable_parameters(net).values())
     out = net(torch.randn(3, *shape))
@@ -34,7 +34,7 @@ def test_count_parameters_equals_the_built_network(fields, shape, parameterizati
 
 
 def test_every_trainable_layer_is_scaled_and_frozen_readout_has_no_grad():
-    net = build_network(ModelSpec(kind="cnn", hidden=[3], output_dim=2, train_output_layer=False), (1, 6, 6), seed=0)
+    net = build_network(model_spec(kind="cnn", hidden=[3], output_dim=2, train_output_layer=False), (1, 6, 6), seed=0)
     layers = [m for m in net.modules() if m.__class__ in (ScaledLinear, ScaledConv2d)]
     assert len(layers) == 2
     assert not any(p.requires_grad for p in net.readout.parameters())
@@ -45,7 +45,7 @@ def test_every_trainable_layer_is_scaled_and_frozen_readout_has_no_grad():
 def test_a_builtin_kind_names_its_parameters_by_stage_and_its_hidden_layers_are_the_stages(fields, shape):
     """The names results carry (layer sensitivity, block norms, weight artifacts) are the built-in kinds' own:
     stages.l.layer.{weight, bias} for hidden layer l, then readout.{weight, bias}, though the network is a graph."""
-    spec = ModelSpec(**fields)
+    spec = model_spec(**fields)
     net = build_network(spec, shape, seed=0)
     layers = len(spec.hidden) if spec.kind != "resnet" else 1 + spec.blocks
     suffixes = ("weight", "bias") if spec.bias else ("weight",)
@@ -55,7 +55,7 @@ def test_a_builtin_kind_names_its_parameters_by_stage_and_its_hidden_layers_are_
 
 
 def test_same_seed_gives_identical_weights_and_different_seed_does_not():
-    spec = ModelSpec(kind="resnet", hidden=[6], blocks=2, output_dim=2)
+    spec = model_spec(kind="resnet", hidden=[6], blocks=2, output_dim=2)
     a, b, c = (build_network(spec, (4,), seed=s) for s in (3, 3, 4))
     for (name, pa), pb, pc in zip(a.named_parameters(), b.parameters(), c.parameters()):
         assert torch.equal(pa, pb), name
@@ -72,14 +72,14 @@ def test_same_seed_gives_identical_weights_and_different_seed_does_not():
 )
 def test_ntk_and_standard_parameterizations_give_the_same_function_at_init(fields, shape):
     x = torch.randn(5, *shape, dtype=torch.float64)
-    ntk = build_network(ModelSpec(**fields), shape, seed=11, dtype=torch.float64)
-    std = build_network(ModelSpec(**fields, parameterization="standard"), shape, seed=11, dtype=torch.float64)
+    ntk = build_network(model_spec(**fields), shape, seed=11, dtype=torch.float64)
+    std = build_network(model_spec(**fields, parameterization="standard"), shape, seed=11, dtype=torch.float64)
     torch.testing.assert_close(ntk(x), std(x), rtol=1e-12, atol=1e-12)
     assert not torch.equal(ntk.stages[0].layer.weight, std.stages[0].layer.weight)
 
 
 def test_ntk_layer_is_the_formula():
-    spec = ModelSpec(hidden=[5], activation="erf", output_dim=2, output_activation="softmax")
+    spec = model_spec(hidden=[5], activation="erf", output_dim=2, output_activation="softmax")
     net = build_network(spec, (3,), seed=0, dtype=torch.float64)
     x = torch.randn(4, 3, dtype=torch.float64)
     w1, b1 = net.stages[0].layer.weight, net.stages[0].layer.bias
@@ -91,7 +91,7 @@ def test_ntk_layer_is_the_formula():
 
 
 def test_meanfield_readout_scales_by_one_over_width():
-    spec = ModelSpec(hidden=[50], activation="tanh", output_dim=1, parameterization="meanfield", bias=False)
+    spec = model_spec(hidden=[50], activation="tanh", output_dim=1, parameterization="meanfield", bias=False)
     net = build_network(spec, (3,), seed=0, dtype=torch.float64)
     x = torch.randn(4, 3, dtype=torch.float64)
     _, (alpha,) = net.forward_with_hidden(x)
@@ -99,7 +99,7 @@ def test_meanfield_readout_scales_by_one_over_width():
 
 
 def test_resnet_block_adds_a_branch_scaled_by_one_over_blocks():
-    net = build_network(ModelSpec(kind="resnet", hidden=[6], blocks=4, output_dim=1), (3,), seed=0)
+    net = build_network(model_spec(kind="resnet", hidden=[6], blocks=4, output_dim=1), (3,), seed=0)
     x = torch.randn(2, 3)
     _, hidden = net.forward_with_hidden(x)
     block = net.stages[2]
@@ -130,4 +130,4 @@ def test_activations_and_heads():
 )
 def test_impossible_architectures_name_the_field(fields, shape, field):
     with pytest.raises(ValueError, match=field):
-        count_parameters(ModelSpec(**fields), shape)
+        count_parameters(model_spec(**fields), shape)

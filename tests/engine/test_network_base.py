@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.artifacts import saved_parameters
 from ntklab.engine.diagnostics.sensitivity import hidden_representations
 from ntklab.engine.kernels.ntk import tangent_kernel
@@ -31,7 +31,7 @@ from tests.engine.onnx_ops.reference import converted, single_node
     ],
 )
 def test_every_built_network_is_a_tangent_network_with_its_specs_head(fields, shape):
-    net = build_network(ModelSpec(**fields), shape, seed=0)
+    net = build_network(model_spec(**fields), shape, seed=0)
     assert isinstance(net, TangentNetwork) and head_of(net) == fields["output_activation"]
     assert net.kind == fields.get("kind", "mlp") and net.output_dim == 2
 

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, model_spec
 from ntklab.engine.kernels import kernel_rules, ntk
 from ntklab.engine.kernels.layer_capture import capture, fallback_names, rule_parameters
 from ntklab.engine.kernels.ntk import tangent_kernel
@@ -33,8 +33,8 @@ METHODS = ("jacobian", "ntk_vp", "structured")
 rng = np.random.default_rng(0)
 
 
-def spec(out: int) -> ModelSpec:
-    return ModelSpec(kind="onnx", id="mdl_" + "0" * 32, output_dim=out)
+def spec(out: int) -> AnyModel:
+    return model_spec(kind="onnx", id="mdl_" + "0" * 32, output_dim=out)
 
 
 def init(name: str, value) -> TensorProto:

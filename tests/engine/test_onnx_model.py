@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import AnyModel, JobSpec, model_spec
 from ntklab.api_schemas.uploads import ONNX_OPERATORS
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.kernels.ntk import resolve_method, tangent_kernel
@@ -30,8 +30,8 @@ MODEL_ID = "mdl_" + "0" * 32
 rng = np.random.default_rng(0)
 
 
-def spec_for(out: int) -> ModelSpec:
-    return ModelSpec(kind="onnx", id=MODEL_ID, output_dim=out)
+def spec_for(out: int) -> AnyModel:
+    return model_spec(kind="onnx", id=MODEL_ID, output_dim=out)
 
 
 def graph_model(nodes, x_shape, y_shape, initializers=(), x_type=D, opset=17):

@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import AnyModel, JobSpec, model_spec
 from ntklab.engine.kernels.ntk import tangent_kernel
 from ntklab.engine.nets.network import build_network
 from ntklab.engine.nets.onnx_model import build_onnx_network
@@ -28,8 +28,8 @@ from tests.engine.test_onnx_model import MODEL_ID, PreLNBlock, Tokens, export
 from tests.upload_files import mlp_model
 
 
-def spec(parameterization: str, out: int = 2) -> ModelSpec:
-    return ModelSpec(kind="onnx", id=MODEL_ID, output_dim=out, parameterization=parameterization)
+def spec(parameterization: str, out: int = 2) -> AnyModel:
+    return model_spec(kind="onnx", id=MODEL_ID, output_dim=out, parameterization=parameterization)
 
 
 # module → (input shape, {module name of each weight layer: role}); the roles are the architecture's, written out

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.func import functional_call, hessian, jacrev
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.curvature.hessian import hessian_grad_ratio, model_hessian
 from ntklab.engine.diagnostics.linearization import linearization_errors, weight_change
 from ntklab.engine.kernels.ntk import gradient_norms, tangent_kernel
@@ -21,7 +21,7 @@ MODELS = {
 
 def model(name, dtype=torch.float64):
     fields, shape = MODELS[name]
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=dtype)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=dtype)
     x = torch.randn(4, *shape, generator=torch.Generator().manual_seed(1), dtype=dtype)
     return net, x
 

@@ -21,13 +21,13 @@ from bench.peers.nn_copies import sequential_copy, vit_copy
 from bench.peers.nt_export import sequential_problem, vit_problem
 from bench.peers.ntk import ROWS, cnn, vit
 from bench.peers.vit_function import vit_arguments, vit_logits
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.nets.network import build_network
 
 
 def _small_ntk_cnn(dtype: torch.dtype) -> tuple[torch.nn.Module, torch.Tensor]:
     """c = 1/√fan_in ≠ 1 on every layer, so the W_std = c·√fan_in mapping is exercised beyond c = 1."""
-    spec = ModelSpec(kind="cnn", hidden=[4, 5], activation="tanh", output_dim=3, parameterization="ntk")
+    spec = model_spec(kind="cnn", hidden=[4, 5], activation="tanh", output_dim=3, parameterization="ntk")
     net = build_network(spec, (1, 8, 8), seed=3, dtype=dtype)
     return net, torch.randn(5, 1, 8, 8, generator=torch.Generator().manual_seed(4), dtype=dtype)
 

@@ -12,7 +12,7 @@ import torch
 from scipy.optimize import minimize_scalar
 from torch.func import functional_call, jacrev
 
-from ntklab.api_schemas.spec import HessianDiagnostics, JobSpec, ModelSpec
+from ntklab.api_schemas.spec import HessianDiagnostics, JobSpec, model_spec
 from ntklab.engine.curvature.hessian import HessianReport
 from ntklab.engine.diagnostics.run_warnings import (
     SWISH_MIN,
@@ -58,7 +58,7 @@ def codes(spec: JobSpec) -> list[str]:
 
 @pytest.mark.parametrize("head", ["identity", "softmax", "tanh"])
 def test_kernel_trace_by_parameter_matches_a_dense_jacobian_and_sums_to_the_trace(head):
-    spec = ModelSpec(hidden=[7, 5], activation="tanh", output_dim=3, output_activation=head)
+    spec = model_spec(hidden=[7, 5], activation="tanh", output_dim=3, output_activation=head)
     net = build_network(spec, (4,), seed=3, dtype=torch.float64)
     x = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     params = {name: p.detach() for name, p in trainable_parameters(net).items()}
@@ -70,7 +70,7 @@ def test_kernel_trace_by_parameter_matches_a_dense_jacobian_and_sums_to_the_trac
 
 
 def test_kernel_trace_is_taken_at_the_weights_given_not_the_current_ones():
-    net = build_network(ModelSpec(hidden=[5], output_dim=1), (3,), seed=0, dtype=torch.float64)
+    net = build_network(model_spec(hidden=[5], output_dim=1), (3,), seed=0, dtype=torch.float64)
     x = torch.randn(4, 3, dtype=torch.float64)
     w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}
     before = kernel_trace_by_parameter(net, x, w0)
@@ -84,7 +84,7 @@ def test_kernel_trace_is_taken_at_the_weights_given_not_the_current_ones():
 
 def test_a_readout_bias_with_multiplier_one_under_meanfield_carries_the_kernel():
     """The issue's failure, rebuilt: β = 1 on the mean-field readout bias; β = 1/√m (the rule) raises nothing."""
-    spec = ModelSpec(hidden=[512], activation="tanh", output_dim=1, parameterization="meanfield")
+    spec = model_spec(hidden=[512], activation="tanh", output_dim=1, parameterization="meanfield")
     net = build_network(spec, (16,), seed=0, dtype=torch.float64)
     x = torch.randn(32, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     params = {name: p.detach() for name, p in trainable_parameters(net).items()}

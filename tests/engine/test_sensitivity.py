@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.diagnostics.sensitivity import layer_sensitivity
 from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.network import build_network
@@ -37,7 +37,7 @@ def direct_sensitivity(net, x, of):
 )
 @pytest.mark.parametrize("of", ["outputs", "logits"])
 def test_layer_sensitivity_matches_direct_autograd(fields, shape, of):
-    net = build_network(ModelSpec(**fields), shape, seed=0, dtype=torch.float64)
+    net = build_network(model_spec(**fields), shape, seed=0, dtype=torch.float64)
     x = torch.randn(4, *shape, dtype=torch.float64)
     report = layer_sensitivity(net, x, of=of)
     linf, l2 = direct_sensitivity(net, x, of)
@@ -48,7 +48,7 @@ def test_layer_sensitivity_matches_direct_autograd(fields, shape, of):
 
 def test_bottleneck_layer_keeps_a_dominant_unit_while_wide_layers_do_not():
     net = build_network(
-        ModelSpec(hidden=[4000, 2, 4000], activation=["tanh", "identity", "tanh"], output_dim=1),
+        model_spec(hidden=[4000, 2, 4000], activation=["tanh", "identity", "tanh"], output_dim=1),
         (3,),
         seed=0,
         dtype=torch.float64,

@@ -1,15 +1,9 @@
 """Specs that make no sense fail validation with the offending field named."""
 
 import pytest
-from pydantic import ValidationError
 
 from ntklab.api_schemas.spec import JobSpec
-
-
-def error_text(spec: dict) -> str:
-    with pytest.raises(ValidationError) as caught:
-        JobSpec.model_validate(spec)
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in caught.value.errors())
+from tests.engine.spec_errors import error_text
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import JobSpec, model_spec
 from ntklab.engine.diagnostics.linearization import linearization_errors
 from ntklab.engine.kernels.ntk import outputs_kernel, tangent_kernel
 from ntklab.engine.nets.graph import GraphNetwork
@@ -27,7 +27,7 @@ NETS = [
 @pytest.mark.parametrize("fields,shape", NETS)
 @pytest.mark.parametrize("head", ["swish", "softmax", "sigmoid", "tanh"])
 def test_outputs_kernel_by_the_chain_rule_equals_the_direct_one(fields, shape, head):
-    net = build_network(ModelSpec(**fields, output_activation=head), shape, seed=3, dtype=torch.float64)
+    net = build_network(model_spec(**fields, output_activation=head), shape, seed=3, dtype=torch.float64)
     x = torch.randn(5, *shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         logits = net(x)
@@ -39,7 +39,7 @@ def test_outputs_kernel_by_the_chain_rule_equals_the_direct_one(fields, shape, h
 
 def test_linearization_error_with_the_shared_logits_is_the_same_number():
     net = build_network(
-        ModelSpec(hidden=[32], output_activation="swish", output_dim=2), (4,), seed=0, dtype=torch.float64
+        model_spec(hidden=[32], output_activation="swish", output_dim=2), (4,), seed=0, dtype=torch.float64
     )
     x = torch.randn(6, 4, dtype=torch.float64)
     w0 = {name: p.detach().clone() for name, p in trainable_parameters(net).items()}

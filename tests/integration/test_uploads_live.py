@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ntklab import errors
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import AnyModel, model_spec
 from ntklab.client import Client
 from ntklab.engine.nets.network import build_network
 
@@ -37,9 +37,9 @@ def dataset(client):
     return client.datasets.upload(torch.as_tensor(x), y, name="live-points")
 
 
-def builtin_standard_mlp(seed: int) -> tuple[ModelSpec, nn.Sequential]:
+def builtin_standard_mlp(seed: int) -> tuple[AnyModel, nn.Sequential]:
     """The built-in standard MLP and a torch.nn.Sequential holding the same float64 weights."""
-    spec = ModelSpec(hidden=[WIDTH], activation="tanh", parameterization="standard", output_dim=OUT)
+    spec = model_spec(hidden=[WIDTH], activation="tanh", parameterization="standard", output_dim=OUT)
     net = build_network(spec, (D,), seed=seed, dtype=torch.float64)
     copy = nn.Sequential(nn.Linear(D, WIDTH), nn.Tanh(), nn.Linear(WIDTH, OUT)).double()
     with torch.no_grad():

@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ntklab import errors
+from ntklab.api_schemas.field_errors import field_errors
 from ntklab.api_schemas.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem
 from ntklab.api_schemas.resources import Job, JobError, JobPage, Progress, Series
 from ntklab.api_schemas.spec import JobSpec
@@ -96,7 +97,8 @@ class FlakyService:
             try:
                 spec = JobSpec.model_validate(body)
             except ValidationError as exc:
-                fields = [FieldError(field=".".join(map(str, e["loc"])), message=e["msg"]) for e in exc.errors()]
+                located = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+                fields = field_errors(located, body)  # as the service names them (model.hidden.0, no union tags)
                 return _problem(422, "Invalid job spec", errors=fields)
             key = request.headers.get("idempotency-key")
             if key not in self.job_by_key:

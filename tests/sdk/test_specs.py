@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from ntklab.api_schemas.spec import JobSpec, ModelSpec
+from ntklab.api_schemas.spec import JobSpec, model_spec
 from ntklab.specs import load_document, to_body
 
 SPEC = {
@@ -35,7 +35,7 @@ def test_json_yaml_dict_and_pydantic_agree(tmp_path):
 
 
 def test_overrides_replace_top_level_keys_and_dump_models():
-    body = to_body(SPEC, seed=7, model=ModelSpec(hidden=[5]))
+    body = to_body(SPEC, seed=7, model=model_spec(hidden=[5]))
     assert body["seed"] == 7
     assert body["model"]["hidden"] == [5]
     assert SPEC["seed"] == 3

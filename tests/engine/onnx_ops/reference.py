@@ -19,7 +19,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ntklab.api_schemas.spec import ModelSpec
+from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.nets.onnx_model import OnnxNetwork, build_onnx_network
 
 MODEL_ID = "mdl_" + "0" * 32
@@ -68,7 +68,9 @@ def single_node(
 
 
 def converted(model: onnx.ModelProto, dtype: torch.dtype = torch.float64) -> OnnxNetwork:
-    return build_onnx_network(ModelSpec(kind="onnx", id=MODEL_ID, output_dim=1), model.SerializeToString(), dtype=dtype)
+    return build_onnx_network(
+        model_spec(kind="onnx", id=MODEL_ID, output_dim=1), model.SerializeToString(), dtype=dtype
+    )
 
 
 def reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from ntklab.api_schemas.base import MAX_LAYERS, MAX_WIDTH, Activation, Name, Strict, Tag
@@ -106,6 +107,16 @@ class ModelCommon(Strict):
     parameterization: Parameterization = "ntk"
     bias: bool = True
     train_output_layer: bool = True
+    layers: SkipJsonSchema[None] = Field(default=None, exclude=True)  # a graph's own; here only to be refused by name
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _layers_for_graphs_only(cls, layers: Any) -> Any:
+        """`model.layers` on another kind is refused at that field, as the flat model did (GraphModel overrides it)."""
+        kind = cls.model_fields["kind"].default
+        if layers is not None and kind != "graph":
+            raise ValueError(f"model.layers is for model.kind = 'graph' only (this model is {kind!r})")
+        return layers
 
     @model_validator(mode="before")
     @classmethod
@@ -283,7 +294,7 @@ MODEL_KINDS: dict[str, type[ModelCommon]] = {
     "graph": GraphModel,
     "onnx": OnnxModel,
 }
-KIND_OF_FIELD = {"layers": "graph", "id": "onnx", "stored": "onnx"}
+KIND_OF_FIELD = {"id": "onnx", "stored": "onnx"}
 """Fields of one kind that another kind refuses when set (not None); every other kind's field is left out."""
 
 ModelSpec = tagged_union(MODEL_KINDS, "kind", default=DEFAULT_MODEL_KIND)

@@ -8,12 +8,15 @@ folders, and a real kombu consumer.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import socket
 import time
 from pathlib import Path
 
 import pytest
 from kombu import Consumer, Queue
+from kombu.transport.virtual import Empty
 
 from ntklab.config.settings import Settings
 from ntklab.workers.celery_app import make_celery
@@ -53,3 +56,27 @@ def test_a_published_message_is_still_delivered(app):
         ):
             connection.drain_events(timeout=2.0)
     assert received == [{"job": 7}]
+
+
+def _publish(app, count: int, body: str) -> None:
+    with app.connection_for_write() as connection:
+        for n in range(count):
+            connection.default_channel._put("q-test", {"n": n, "body": body})
+
+
+def test_a_consumer_never_reads_a_message_before_it_is_whole(app):
+    """kombu's writer creates the message file, then writes it; a consumer listing the folder in between read an
+    empty or partial file and the worker died on JSONDecodeError (the message lost). Large messages, published by
+    another process (the API's place) and read as fast as the folder lists them."""
+    count, body = 40, "x" * 8_000_000
+    publisher = multiprocessing.get_context("fork").Process(target=_publish, args=(app, count, body))
+    received = []
+    with app.connection_for_read() as connection:
+        publisher.start()
+        deadline = time.monotonic() + 120
+        while len(received) < count and time.monotonic() < deadline:
+            with contextlib.suppress(Empty):
+                received.append(connection.default_channel._get("q-test"))
+    publisher.join()
+    assert [message["n"] for message in received] == list(range(count))
+    assert all(message["body"] == body for message in received)

@@ -26,8 +26,9 @@ the positions it reads and writes (Q = P², and likewise Q_in):
 and per probe point, for an activation without a closed form, the Hermite coefficients of σ and σ'
 by every rule up to the largest: P · Σ_N 2·N² (a [2, P, N] × [N, N/2] product per rule N of
 RULES). The estimate takes the largest map's live entries (the maps run one after the other) and
-the sum of their FLOPs (the blocked maps' bounded temporaries, engine/limits/limit_maps.BLOCK_ENTRIES
-entries each, are not per pair and not counted). Not counted: the two-dimensional polar rule for the pairs Mehler's series
+the sum of their FLOPs (the blocked maps' bounded temporaries, engine/limits/pair_blocks.BLOCK_ENTRIES
+entries each, are not per pair and not counted; where a block holds less than a row of pairs those maps
+compute each unordered pair once and mirror it, so their FLOPs here are up to twice the work done). Not counted: the two-dimensional polar rule for the pairs Mehler's series
 cannot bound (near ρ = ±1 at a large variance; chunked, so bounded memory), which is a small
 fraction of the pairs.
 """

@@ -22,9 +22,10 @@ A weight layer z = c·W h + β·b with W ~ N(0, std²), c·std = 1/√fan_in, b 
     residual   h ↦ skip(h) + s·branch(h) with branch units independent of the skip's:
                K' = K_skip + s²·K_br + s·(μ_skip ⊗ μ_br + μ_br ⊗ μ_skip),  Θ' = Θ_skip + s²·Θ_br,  μ' = μ_skip + s·μ_br
 
-The conv and closed-form activation maps work block by block of pairs (pair_blocks: each pair's
-[P, P] matrices depend on that pair alone, and the activation's on the two points' variances), so
-their temporaries stay in cache; the convolution's window sums are engine/limits/diagonal_windows.py's.
+The conv and closed-form activation maps work block by block of pairs (engine/limits/pair_blocks.py:
+each pair's [P, P] matrices depend on that pair alone, and the activation's on the two points'
+variances), so their temporaries stay in cache, each unordered pair is computed once and the blocks
+share the cores; the convolution's window sums are engine/limits/diagonal_windows.py's.
 
 The input starts as its own values (K from the data, Θ = 0); the readout is a dense layer on
 the final vector, whose K and Θ are Σ∞ and Θ∞ (the logits' limits are Σ∞ ⊗ I_O and Θ∞ ⊗ I_O).
@@ -33,7 +34,6 @@ the final vector, whose K and Θ are Σ∞ and Θ∞ (the logits' limits are Σ�
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -42,6 +42,7 @@ from torch import Tensor
 
 from ntklab.engine.limits import gauss_hermite
 from ntklab.engine.limits.diagonal_windows import DiagonalWindow
+from ntklab.engine.limits.pair_blocks import PairBlock, pair_blocks, run_blocks
 from ntklab.engine.nets.activations import hidden_activation
 
 
@@ -91,45 +92,19 @@ def dense(state: Moments, *, rho: float, bias: bool, trainable: bool = True) -> 
 
 def conv(state: Moments, *, kernel_size: int, stride: int, padding: int, rho: float, bias: bool) -> Moments:
     """z = c·(W ⋆ h) + b: the window average of K and Θ over the same offset δ at both positions,
-    block by block of pairs (pair_blocks)."""
+    block by block of pairs (pair_blocks.py)."""
     window = DiagonalWindow(state.grid, kernel_size, stride, padding)
     n, positions = state.K.shape[0], math.prod(window.out)
     K, Θ = state.K.new_empty(n, n, positions, positions), state.K.new_empty(n, n, positions, positions)
-    K_in, Θ_in = _pairs(state.K), _pairs(state.Θ)
-    with one_thread():
-        for block in pair_blocks(n, state.K.shape[-1] ** 2 + positions**2):
-            K_block = window.mean(K_in[block])
-            torch.add(K_block, float(bias), out=_pairs(K)[block])
-            torch.add(K_block.mul_(rho).add_(float(bias)), window.mean(Θ_in[block]), out=_pairs(Θ)[block])
+    K_in, Θ_in = state.K.contiguous(), state.Θ.contiguous()
+
+    def work(block: PairBlock) -> None:
+        K_block = window.mean(block.view(K_in))
+        torch.add(K_block, float(bias), out=block.view(K))
+        torch.add(K_block.mul_(rho).add_(float(bias)), window.mean(block.view(Θ_in)), out=block.view(Θ))
+
+    run_blocks(work, pair_blocks(n, state.K.shape[-1] ** 2 + positions**2), (K, Θ))
     return Moments(K, Θ, state.μ.new_zeros(state.μ.shape[0], positions), window.out, gaussian=True, error=state.error)
-
-
-BLOCK_ENTRIES = 1 << 16
-"""Entries of one [P, P] block's worth of pairs a map works on at once: small enough that its temporaries
-stay in a core's cache (512 KiB each in float64), large enough that each torch call does real work."""
-
-
-@contextmanager
-def one_thread():
-    """torch's intra-op threads at 1 for the block loops, then as before: the blocks' many small ops are
-    slower split across threads (each op waits for every thread; 10× on a loaded machine, bench)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def pair_blocks(n: int, entries_per_pair: int) -> list[slice]:
-    """Slices of the n² pairs (i, j), flattened i·n + j, holding about BLOCK_ENTRIES entries each (≥ 1 pair)."""
-    size = max(1, BLOCK_ENTRIES // entries_per_pair)
-    return [slice(start, min(start + size, n * n)) for start in range(0, n * n, size)]
-
-
-def _pairs(M: Tensor) -> Tensor:
-    """[n, n, P, P] as [n², P, P] (a view of a contiguous M, else a contiguous copy)."""
-    return M.reshape(-1, *M.shape[2:])
 
 
 def pool(state: Moments, L: Tensor, grid: tuple[int, ...]) -> Moments:
@@ -185,19 +160,21 @@ def activation(state: Moments, name: str, *, tolerance: float) -> Moments:
 
 
 def _closed_form_blocks(name: str, variance: Tensor, K: Tensor, Θ: Tensor) -> tuple[Tensor, Tensor]:
-    """E[σ(u)σ(v)] and E[σ'(u)σ'(v)]·Θ [n, n, P, P] by the closed form, block by block of pairs (pair_blocks);
-    pair i·n + j has the variances [P] of points i and j."""
+    """E[σ(u)σ(v)] and E[σ'(u)σ'(v)]·Θ [n, n, P, P] by the closed form, block by block of pairs (pair_blocks.py);
+    pair (i, j) has the variances [P] of points i and j."""
     n, positions = variance.shape
-    first, second = torch.arange(n).repeat_interleave(n), torch.arange(n).repeat(n)
     E, Θ_next = K.new_empty(K.shape), K.new_empty(K.shape)
-    K_in, Θ_in = _pairs(K), _pairs(Θ)
-    with one_thread():
-        for block in pair_blocks(n, positions**2):
-            value, slope = gauss_hermite.closed_form(
-                name, variance[first[block], :, None], variance[second[block], None, :], K_in[block]
-            )
-            _pairs(E)[block] = value
-            torch.mul(slope, Θ_in[block], out=_pairs(Θ_next)[block])
+    K, Θ = K.contiguous(), Θ.contiguous()
+
+    def work(block: PairBlock) -> None:
+        rows, cols = variance[block.rows], variance[block.cols]
+        first = rows.repeat_interleave(len(cols), dim=0)[:, :, None]  # [m, P, 1]
+        second = cols.repeat(len(rows), 1)[:, None, :]  # [m, 1, P]
+        value, slope = gauss_hermite.closed_form(name, first, second, block.view(K))
+        block.view(E).copy_(value)
+        torch.mul(slope, block.view(Θ), out=block.view(Θ_next))
+
+    run_blocks(work, pair_blocks(n, positions**2), (E, Θ_next))
     return E, Θ_next
 
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ntklab.api_schemas.spec import model_spec
-from ntklab.engine.limits import limit_maps
+from ntklab.engine.limits import pair_blocks
 from ntklab.engine.limits.diagonal_windows import DiagonalWindow
 from ntklab.engine.limits.infinite_width import limit_kernels
 
@@ -89,7 +89,7 @@ def reference_relu_cnn(x: torch.Tensor, depth: int, side: int) -> tuple[torch.Te
 def test_the_relu_cnn_on_blocks_equals_the_dense_maps(monkeypatch, block_entries):
     """Any block size (one pair a block, blocks that end inside a row, one block) gives the dense reference's
     Θ∞ and Σ∞ to 1e-12: the bench's network, n = 9."""
-    monkeypatch.setattr(limit_maps, "BLOCK_ENTRIES", block_entries)
+    monkeypatch.setattr(pair_blocks, "BLOCK_ENTRIES", block_entries)
     x = torch.randn(9, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     model = model_spec(kind="cnn", hidden=[16] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
     limit = limit_kernels(model, x)
@@ -98,7 +98,42 @@ def test_the_relu_cnn_on_blocks_equals_the_dense_maps(monkeypatch, block_entries
     torch.testing.assert_close(limit.nngp, sigma, rtol=1e-12, atol=0)
 
 
-def test_pair_blocks_cover_every_pair_once():
-    for n, per_pair in [(5, 1), (7, 5000), (64, 8192), (3, 1 << 20)]:
-        covered = torch.cat([torch.arange(n * n)[block] for block in limit_maps.pair_blocks(n, per_pair)])
-        assert covered.tolist() == list(range(n * n))
+@pytest.fixture
+def two_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_relu_cnn_on_two_threads_equals_the_dense_maps(two_threads):
+    """The blocks spread over two threads (each writing its own pairs and their mirrors) give the same kernels."""
+    x = torch.randn(12, 64, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    model = model_spec(kind="cnn", hidden=[16] * 3, activation="relu", output_dim=1, input_shape=[1, 8, 8])
+    limit = limit_kernels(model, x)
+    theta, sigma = reference_relu_cnn(x, 3, 8)
+    assert torch.get_num_threads() == 2
+    torch.testing.assert_close(limit.ntk, theta, rtol=1e-12, atol=0)
+    torch.testing.assert_close(limit.nngp, sigma, rtol=1e-12, atol=0)
+
+
+def test_pair_blocks_cover_every_pair_once_with_their_mirrors():
+    """Every pair (i, j ≥ i) is computed by one block (the pairs j < i are the mirrors' to fill) where a block
+    holds less than a row, else every pair by one block of whole rows."""
+    for n, per_pair in [(5, 1), (7, 5000), (64, 8192), (3, 1 << 20), (9, 1 << 16)]:
+        computed = torch.zeros(n, n, dtype=torch.long)
+        for block in pair_blocks.pair_blocks(n, per_pair):
+            computed[block.rows, block.cols] += 1
+        mirrored = any(block.mirrored for block in pair_blocks.pair_blocks(n, per_pair))
+        expected = torch.ones(n, n, dtype=torch.long).triu() if mirrored else torch.ones(n, n, dtype=torch.long)
+        assert computed.equal(expected), (n, per_pair)
+
+
+def test_a_mirrored_block_fills_the_transposed_pairs():
+    M = torch.randn(6, 6, 3, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    M = M + M.permute(1, 0, 3, 2)  # M[j, i] = M[i, j]ᵀ
+    filled = torch.full_like(M, math.nan)
+    blocks = pair_blocks.pair_blocks(6, 1 << 14)  # 2 pairs a block: mirrored rows
+    assert all(block.mirrored for block in blocks)
+    pair_blocks.run_blocks(lambda block: block.view(filled).copy_(block.view(M)), blocks, (filled,))
+    assert filled.equal(M)

@@ -11,26 +11,29 @@ the positions it reads and writes (Q = P², and likewise Q_in):
     map             live entries per pair                     FLOPs per pair
     input           2·Q  (K, Θ = 0)                           2·C·Q            (K = values·valuesᵀ/C)
     dense           2·Q_in + 3·Q  (K + b, ρK + b + Θ)          4·Q
-    conv k×k        2·Q_in + 2·Q  (K, Θ and K', Θ'; the        8·k·Q_in + 4·Q   (per tensor, k row then k column
-                    window sums run block by block of pairs,                    offsets, a multiply-add each over
-                    engine/limits/diagonal_windows.py)                        ≤ Q_in entries; then K', Θ')
-    activation      12·Q: K, Θ, ρ, Horner's running sum of σ   closed form (relu, erf, identity, quadratic):
-                    and σ' [·, 2] with its two products and    30·Q; else Mehler's series of at most
-                    their sum (gauss_hermite.series), and the  MEHLER_TERMS terms: (4·MEHLER_TERMS + 20)·Q
-                    masks; the closed forms hold only 4·Q (K, Θ
-                    and E, E'·Θ: block by block of pairs) and
-                    are counted at 12·Q, a bound
+    conv k×k        2·Q where the grid is kept (K', Θ'         8·k·Q_in + 4·Q   (per tensor, k row then k column
+                    written over K, Θ), else 2·Q_in + 2·Q;                      offsets, a multiply-add each over
+                    the window sums run block by block of                      ≤ Q_in entries; then K', Θ')
+                    pairs, engine/limits/diagonal_windows.py
+    activation      closed form (relu, erf, identity,          closed form: 30·Q; else Mehler's series of at most
+                    quadratic): 2·Q, E and E'·Θ written over   MEHLER_TERMS terms: (4·MEHLER_TERMS + 20)·Q
+                    K and Θ block by block of pairs; else
+                    12·Q: K, Θ, ρ, Horner's running sum of σ
+                    and σ' [·, 2] with its two products and
+                    their sum (gauss_hermite.series), and the
+                    masks
     pool L [P', P]  2·Q_in + 2·P'·P_in + 2·Q                   4·(P'·P_in² + P'²·P_in)
-    residual        its branch's + 2·Q_in + 2·Q (skip, sum)    its branch's + 6·Q
+    residual        its branch's (which maps a copy of the     its branch's + 6·Q
+                    state) + 2·Q_in + 2·Q (skip, sum)
 
 and per probe point, for an activation without a closed form, the Hermite coefficients of σ and σ'
 by every rule up to the largest: P · Σ_N 2·N² (a [2, P, N] × [N, N/2] product per rule N of
 RULES). The estimate takes the largest map's live entries (the maps run one after the other) and
 the sum of their FLOPs (the blocked maps' bounded temporaries, engine/limits/pair_blocks.BLOCK_ENTRIES
 entries each, are not per pair and not counted; where a block holds less than a row of pairs those maps
-compute each unordered pair once and mirror it, so their FLOPs here are up to twice the work done). Not counted: the two-dimensional polar rule for the pairs Mehler's series
-cannot bound (near ρ = ±1 at a large variance; chunked, so bounded memory), which is a small
-fraction of the pairs.
+compute each unordered pair once and mirror it, so their FLOPs here are up to twice the work done).
+Not counted: the two-dimensional polar rule for the pairs Mehler's series cannot bound (near ρ = ±1
+at a large variance; chunked, so bounded memory), which is a small fraction of the pairs.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ CLOSED_FORMS = frozenset({"relu", "erf", "identity", "quadratic"})
 RULES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 """engine/limits/gauss_hermite.ORDERS (a test keeps them equal): the Gauss–Hermite rules tried."""
 ACTIVATION_TENSORS = 12
-"""[n, n, P, P] tensors alive at once in an activation's map (module docstring; a bound for the closed forms)."""
+"""[n, n, P, P] tensors alive at once in the map of an activation without a closed form (module docstring)."""
+CLOSED_FORM_TENSORS = 2
+"""[n, n, P, P] tensors alive at once in a closed-form activation's map: K and Θ, overwritten (module docstring)."""
 MEHLER_TERMS = RULES[-1] // 4
 """The most terms of Mehler's series the largest rule keeps: an upper bound on the series' length."""
 
@@ -101,13 +106,13 @@ def _dense(positions_in: int, positions: int) -> LimitCost:
 
 def _conv(grid: tuple[int, int], out: tuple[int, int], k: int) -> LimitCost:
     q_in, q = math.prod(grid) ** 2, math.prod(out) ** 2
-    return LimitCost(2 * q_in + 2 * q, 8 * k * q_in + 4 * q)
+    return LimitCost(2 * q if q == q_in else 2 * q_in + 2 * q, 8 * k * q_in + 4 * q)
 
 
 def _activation(name: str, positions: int) -> LimitCost:
     q = positions**2
     if name in CLOSED_FORMS:
-        return LimitCost(ACTIVATION_TENSORS * q, 30 * q)
+        return LimitCost(CLOSED_FORM_TENSORS * q, 30 * q)
     return LimitCost(
         ACTIVATION_TENSORS * q, (4 * MEHLER_TERMS + 20) * q, positions * sum(2 * rule * rule for rule in RULES)
     )

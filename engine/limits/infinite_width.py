@@ -155,8 +155,10 @@ def _chain(maps: list[LayerMap]) -> LayerMap:
 
 
 def _residual(state: Moments, *, branch: list[LayerMap], projection: LayerMap | None, scale: float) -> Moments:
+    """skip + s·branch; the branch maps a copy of the state (a map consumes its input, limit_maps.py)."""
+    branch_input = state.copy()
     skip = state if projection is None else projection(state)
-    return limit_maps.residual(skip, _chain(branch)(state), scale)
+    return limit_maps.residual(skip, _chain(branch)(branch_input), scale)
 
 
 def _avg_pool(state: Moments, *, kernel_size: int, stride: int, padding: int) -> Moments:

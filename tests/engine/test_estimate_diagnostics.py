@@ -33,8 +33,8 @@ OFF = {"kernel": None, "hessian": None, "layer_sensitivity": False, "save_kernel
 PEAK_SPECS = {
     "infinite_width": (
         "infinite_width",
-        {  # [12, 12, 256, 256] float64 maps of 16×16 images: 75 MB each, ≈ 0.9 GB
-            "data": {"kind": "gaussian_mixture", "n_train": 12, "input_dim": 768, "probe": {"n": 12}},
+        {  # [16, 16, 256, 256] float64 maps of 16×16 images: 134 MB each, K and Θ overwritten map by map
+            "data": {"kind": "gaussian_mixture", "n_train": 16, "input_dim": 768, "probe": {"n": 16}},
             "model": {"kind": "cnn", "hidden": [4, 4], "input_shape": [3, 16, 16], "readout": "global_avg"},
             "training": {"max_steps": 1, "lr": 0.1},
             "diagnostics": OFF | {"infinite_width": {}},

@@ -137,3 +137,32 @@ def test_a_mirrored_block_fills_the_transposed_pairs():
     assert all(block.mirrored for block in blocks)
     pair_blocks.run_blocks(lambda block: block.view(filled).copy_(block.view(M)), blocks, (filled,))
     assert filled.equal(M)
+
+
+def test_a_residual_block_on_images_equals_the_dense_maps():
+    """conv, relu, residual[conv, relu, conv] (scale ½), global average pooling, dense readout against the dense
+    maps: the blocked maps write over their input, so the skip must not see the branch's work. The branch ends
+    in a weight layer (mean 0), so K = K_skip + s²·K_branch and Θ = Θ_skip + s²·Θ_branch."""
+    x = torch.randn(5, 36, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    conv = {"type": "conv2d", "width": 8}
+    relu = {"type": "activation", "name": "relu"}
+    residual = {"type": "residual", "scale": 0.5, "layers": [conv, relu, conv]}
+    layers = [conv, relu, residual, {"type": "global_avg_pool"}]
+    model = model_spec(kind="graph", input_shape=[1, 6, 6], output_dim=1, layers=layers)
+
+    def conv_map(K, Θ):
+        K = reference_window_mean(K, (6, 6), 3, 1, 1) + 1
+        return K, K + reference_window_mean(Θ, (6, 6), 3, 1, 1)
+
+    def relu_map(K, Θ):
+        variance = torch.einsum("iipp->ip", K)
+        E, Edot = arc_cosine(variance[:, None, :, None], variance[None, :, None, :], K)
+        return E, Edot * Θ
+
+    K = torch.einsum("ip,jq->ijpq", x, x)
+    K_skip, Θ_skip = relu_map(*conv_map(K, torch.zeros_like(K)))
+    K_branch, Θ_branch = conv_map(*relu_map(*conv_map(K_skip, Θ_skip)))
+    K, Θ = (K_skip + K_branch / 4).mean((-1, -2)), (Θ_skip + Θ_branch / 4).mean((-1, -2))
+    limit = limit_kernels(model, x)
+    torch.testing.assert_close(limit.ntk, K + 1 + Θ, rtol=1e-12, atol=0)
+    torch.testing.assert_close(limit.nngp, K + 1, rtol=1e-12, atol=0)

@@ -85,8 +85,8 @@ def test_a_hostile_spec_is_refused_naming_the_largest_term(client, settings, nam
 
 
 def test_the_infinite_width_maps_of_a_pooled_conv_net_are_refused(client, settings):
-    # [64, 64, 1024, 1024] float64 moments of 32×32 images: 34.4 GB each, 12 alive in an activation's map
-    # (planner/limit_cost.py): 8 · 64² · 12 · 1024² bytes = 384 GiB
+    # [64, 64, 1024, 1024] float64 moments of 32×32 images: 34.4 GB each, K and Θ alive in every map (each
+    # written over its input, planner/limit_cost.py): 8 · 64² · 2 · 1024² bytes = 64 GiB
     spec = {
         "data": {"kind": "gaussian_mixture", "n_train": 64, "input_dim": 3 * 32 * 32, "probe": {"n": 64}},
         "model": {"kind": "cnn", "hidden": [16, 16], "input_shape": [3, 32, 32], "readout": "global_avg"},
@@ -99,8 +99,8 @@ def test_the_infinite_width_maps_of_a_pooled_conv_net_are_refused(client, settin
     assert problem["type"] == RESOURCE_CAP
     (error,) = [error for error in problem["errors"] if error["message"].startswith("estimated peak memory")]
     assert error["field"] == "diagnostics.infinite_width"
-    assert "the largest term is infinite_width, 384.0 GiB" in error["message"]
-    assert error["limit"] == settings.max_job_memory_bytes and error["value"] >= 8 * 64**2 * 12 * 1024**2
+    assert "the largest term is infinite_width, 64.1 GiB" in error["message"]
+    assert error["limit"] == settings.max_job_memory_bytes and error["value"] >= 8 * 64**2 * 2 * 1024**2
     without = {**spec, "diagnostics": {}}
     assert client.post("/v1/jobs", json=without).status_code == 202
 

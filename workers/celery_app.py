@@ -11,6 +11,7 @@ built at import time: `make_celery(settings)` is called by the app factory and t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from celery import Celery
@@ -21,15 +22,29 @@ from ntklab.workers.filesystem_transport import Transport as FilesystemTransport
 TASK_NAME = "ntklab.run_job"
 FILESYSTEM_POLL_S = 0.02
 CHILD_START_TIMEOUT_S = 120
+STALE_PART_S = 3600
+"""Age past which a queue folder's `<message>.part` is a dead producer's half-written message (a write takes ms)."""
 
 
 def filesystem_broker_options(broker_dir: Path) -> dict:
-    """Folders of the filesystem transport (created here); producer and consumer share `queue/`."""
+    """Folders of the filesystem transport (created here, stale partial messages swept); producer and consumer
+    share `queue/`."""
     root = broker_dir.resolve()
     folders = {"data_folder_in": root / "queue", "data_folder_out": root / "queue", "control_folder": root / "control"}
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
+    sweep_stale_parts(root / "queue")
     return {name: str(folder) for name, folder in folders.items()} | {"polling_interval": FILESYSTEM_POLL_S}
+
+
+def sweep_stale_parts(queue: Path, *, older_than_s: float = STALE_PART_S) -> list[Path]:
+    """Removes the `.part` files (filesystem_transport.py: a message while it is written) older than
+    older_than_s, which a producer killed mid-write left behind: never renamed, so never consumed; returns them."""
+    cutoff = time.time() - older_than_s
+    stale = [part for part in queue.glob("*.part") if part.stat().st_mtime < cutoff]
+    for part in stale:
+        part.unlink(missing_ok=True)
+    return stale
 
 
 def broker_transport_options(settings: Settings) -> dict:

@@ -7,6 +7,8 @@ file: `JSONDecodeError`, which kills the worker ("Unrecoverable error") and lose
 its job hangs queued (seen in `make test`, tests/sdk/test_live.py's embedded stack). Here a
 message is written to `<name>.part` (a name `_get` skips: it takes only names ending in
 `.<queue>.msg`) and renamed to its final name when whole; a rename within one folder is atomic.
+A write that fails removes its `.part`; one a killed producer left is swept when older than an
+hour (celery_app.sweep_stale_parts, each time the folders are set up).
 
 Sliced wait. Celery's worker drives a transport without asynchronous I/O (this one) through its
 synchronous loop, which calls `drain_events(timeout=2.0)` and looks for a shutdown request only
@@ -20,6 +22,7 @@ Selected by `make_celery` for `filesystem://` broker URLs; a wait without a time
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -43,6 +46,8 @@ class Channel(filesystem.Channel):
                 file.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
 

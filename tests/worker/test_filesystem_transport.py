@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import socket
 import time
 from pathlib import Path
@@ -80,3 +81,18 @@ def test_a_consumer_never_reads_a_message_before_it_is_whole(app):
     publisher.join()
     assert [message["n"] for message in received] == list(range(count))
     assert all(message["body"] == body for message in received)
+
+
+def test_setting_up_the_folders_sweeps_a_dead_producer_s_partial_message_but_not_a_fresh_one(tmp_path: Path):
+    """A `.part` an hour old is a producer killed mid-write (never renamed, never consumed); one just written may
+    be a live producer's and stays, as do whole messages."""
+    queue = tmp_path / "broker" / "queue"
+    queue.mkdir(parents=True)
+    stale, fresh, whole = queue / "1_a.q-test.msg.part", queue / "2_b.q-test.msg.part", queue / "3_c.q-test.msg"
+    for path in (stale, fresh, whole):
+        path.write_text("{")
+    two_hours_ago = time.time() - 7200
+    for path in (stale, whole):
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    make_celery(Settings(broker_url="filesystem://", broker_dir=tmp_path / "broker", queue="q-test"))
+    assert sorted(p.name for p in queue.iterdir()) == [fresh.name, whole.name]

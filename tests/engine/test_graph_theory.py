@@ -31,13 +31,13 @@ What the theory says and what is measured (docs/models.md, "Theory beyond the pa
 
 import numpy as np
 import pytest
-import torch
 
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.nets.network import build_network
 from ntklab.engine.run import run
 from ntklab.engine.training.data import load_data
+from tests.torch_threads import torch_threads
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +49,8 @@ WIDTHS = [64, 128, 256, 512]
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 def slope(widths, values) -> float:

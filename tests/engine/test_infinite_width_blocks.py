@@ -19,6 +19,7 @@ from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.limits import pair_blocks
 from ntklab.engine.limits.diagonal_windows import DiagonalWindow
 from ntklab.engine.limits.infinite_width import limit_kernels
+from tests.torch_threads import torch_threads
 
 
 def window_reads(grid: tuple[int, int], k: int, stride: int, padding: int) -> torch.Tensor:
@@ -100,10 +101,8 @@ def test_the_relu_cnn_on_blocks_equals_the_dense_maps(monkeypatch, block_entries
 
 @pytest.fixture
 def two_threads():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(2):
+        yield
 
 
 def test_the_relu_cnn_on_two_threads_equals_the_dense_maps(two_threads):

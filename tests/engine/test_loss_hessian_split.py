@@ -18,6 +18,7 @@ from ntklab.engine.kernels.ntk import tangent_kernel
 from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.network import build_network, trainable_parameters
 from ntklab.engine.training.data import load_data
+from tests.torch_threads import torch_threads
 
 CASES = {
     "mse, linear head": (dict(hidden=[5], activation="tanh", output_dim=2), "mse"),
@@ -141,10 +142,8 @@ WIDTHS = [100, 400, 1600]
 
 @pytest.fixture
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 def rest_norms(head: str, seeds: range) -> list[float]:

@@ -17,10 +17,10 @@ Why these choices (measured, see docs/diagnostics.md "Theory checks"):
 
 import numpy as np
 import pytest
-import torch
 
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.run import run
+from tests.torch_threads import torch_threads
 
 pytestmark = pytest.mark.slow
 
@@ -35,10 +35,8 @@ OFF = {
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 def job(m: int, seed: int, activation: str, head: str, training: dict, diagnostics: dict) -> JobSpec:

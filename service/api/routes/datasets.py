@@ -13,6 +13,7 @@ from ntklab.service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep,
 from ntklab.service.api.paging import DEFAULT_PAGE_SIZE
 from ntklab.service.api.resources import as_utc
 from ntklab.service.api.routes import PROBLEM, StrictJSONRoute
+from ntklab.service.api.upload_docs import upload_body, upload_responses
 from ntklab.service.api.upload_records import delete_unless_used, owned, page
 from ntklab.service.storage_quota import refuse_if_full
 from ntklab.service.upload_folders import temporary_folder
@@ -21,27 +22,11 @@ from ntklab.service.uploads import label_from, receive
 from ntklab.store import models, uploads_repo
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such data set (or not yours)"}}
-UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "description": "an .npz holding arrays x and y (np.savez), as the body or as multipart part `file`; "
-        "or multipart parts `x` and `y`, one .npy each",
-        "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "file": {"type": "string", "format": "binary", "description": ".npz with x and y"},
-                        "x": {"type": "string", "format": "binary", "description": ".npy, [points, ...]"},
-                        "y": {"type": "string", "format": "binary", "description": ".npy, [points] or [points, O]"},
-                        "name": {"type": "string", "maxLength": 200},
-                    },
-                }
-            },
-        },
-    }
-}
+UPLOAD_BODY = upload_body(
+    "an .npz holding arrays x and y (np.savez), as the body or as multipart part `file`; "
+    "or multipart parts `x` and `y`, one .npy each",
+    {"file": ".npz with x and y", "x": ".npy, [points, ...]", "y": ".npy, [points] or [points, O]"},
+)
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJSONRoute)
 
@@ -52,28 +37,13 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJ
     response_model=Dataset,
     summary="Upload a data set",
     openapi_extra=UPLOAD_BODY,
-    responses={
-        200: {"model": Dataset, "description": "the same arrays were uploaded before: that data set"},
-        408: {
-            **PROBLEM,
-            "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
-            "upload_deadline_s; the connection is closed",
-        },
-        413: {
-            **PROBLEM,
-            "description": "the upload (or an array it declares or unpacks to) exceeds max_upload_bytes, "
-            "or storing it would take the key past max_stored_bytes_per_key",
-        },
-        422: {
-            **PROBLEM,
-            "description": "not a valid data set: malformed file, dtype, shape, non-finite value or too many points",
-        },
-        429: {
-            **PROBLEM,
-            "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
-            "(or a rate limit); Retry-After",
-        },
-    },
+    responses=upload_responses(
+        Dataset,
+        existed="the same arrays were uploaded before: that data set",
+        too_large="the upload (or an array it declares or unpacks to) exceeds max_upload_bytes, "
+        "or storing it would take the key past max_stored_bytes_per_key",
+        invalid="not a valid data set: malformed file, dtype, shape, non-finite value or too many points",
+    ),
 )
 async def upload_dataset(
     request: Request,

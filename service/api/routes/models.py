@@ -13,6 +13,7 @@ from ntklab.service.api.deps import OwnerDep, ScopeDep, SessionDep, SettingsDep,
 from ntklab.service.api.paging import DEFAULT_PAGE_SIZE
 from ntklab.service.api.resources import as_utc
 from ntklab.service.api.routes import PROBLEM, StrictJSONRoute
+from ntklab.service.api.upload_docs import upload_body, upload_responses
 from ntklab.service.api.upload_records import delete_unless_used, owned, page
 from ntklab.service.storage_quota import refuse_if_full
 from ntklab.service.upload_folders import temporary_folder
@@ -21,24 +22,9 @@ from ntklab.service.uploads import label_from, receive
 from ntklab.store import models, uploads_repo
 
 NOT_FOUND = {404: {**PROBLEM, "description": "no such model (or not yours)"}}
-UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "description": "an ONNX file (one protobuf, no external data), as the body or as multipart part `file`",
-        "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "name": {"type": "string", "maxLength": 200},
-                    },
-                }
-            },
-        },
-    }
-}
+UPLOAD_BODY = upload_body(
+    "an ONNX file (one protobuf, no external data), as the body or as multipart part `file`", {"file": None}
+)
 
 router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONRoute)
 
@@ -49,28 +35,13 @@ router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONR
     response_model=Model,
     summary="Upload an ONNX model",
     openapi_extra=UPLOAD_BODY,
-    responses={
-        200: {"model": Model, "description": "the same file was uploaded before: that model"},
-        408: {
-            **PROBLEM,
-            "description": "the body arrived slower than body_min_rate_bytes_per_s or not within "
-            "upload_deadline_s; the connection is closed",
-        },
-        413: {
-            **PROBLEM,
-            "description": "the file (or a tensor it declares) exceeds max_upload_bytes, or storing it "
-            "would take the key past max_stored_bytes_per_key",
-        },
-        422: {
-            **PROBLEM,
-            "description": "not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator",
-        },
-        429: {
-            **PROBLEM,
-            "description": "this key already has max_concurrent_uploads_per_key uploads in progress "
-            "(or a rate limit); Retry-After",
-        },
-    },
+    responses=upload_responses(
+        Model,
+        existed="the same file was uploaded before: that model",
+        too_large="the file (or a tensor it declares) exceeds max_upload_bytes, or storing it "
+        "would take the key past max_stored_bytes_per_key",
+        invalid="not an acceptable ONNX model: malformed, a pickle or checkpoint, external data, an unsupported operator",
+    ),
 )
 async def upload_model(
     request: Request,

@@ -175,19 +175,18 @@ def _closed_form_blocks(name: str, variance: Tensor, K: Tensor, Θ: Tensor) -> t
     """E[σ(u)σ(v)] and E[σ'(u)σ'(v)]·Θ [n, n, P, P] by the closed form, block by block of pairs (pair_blocks.py),
     over K and Θ; pair (i, j) has the variances [P] of points i and j."""
     n, positions = variance.shape
-    K, Θ = K.contiguous(), Θ.contiguous()
-    E, Θ_next = K, Θ  # in place: each block reads its pairs before it writes them
+    K, Θ = K.contiguous(), Θ.contiguous()  # written over: each block reads its pairs before it writes them
 
     def work(block: PairBlock) -> None:
         rows, cols = variance[block.rows], variance[block.cols]
         first = rows.repeat_interleave(len(cols), dim=0)[:, :, None]  # [m, P, 1]
         second = cols.repeat(len(rows), 1)[:, None, :]  # [m, 1, P]
         value, slope = gauss_hermite.closed_form(name, first, second, block.view(K))
-        torch.mul(slope, block.view(Θ), out=block.view(Θ_next))  # before E: the slope may be K's own block
-        block.view(E).copy_(value)
+        block.view(Θ).mul_(slope)  # before K's block: the slope may be that block itself
+        block.view(K).copy_(value)
 
-    run_blocks(work, pair_blocks(n, positions**2), (E, Θ_next))
-    return E, Θ_next
+    run_blocks(work, pair_blocks(n, positions**2), (K, Θ))
+    return K, Θ
 
 
 def residual(skip: Moments, branch: Moments, scale: float) -> Moments:

@@ -18,13 +18,14 @@ inside its ops and the blocks write disjoint entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from ntklab.engine.torch_threads import torch_threads
 
 BLOCK_ENTRIES = 1 << 16
 """Entries of one [P, P] block's worth of pairs a map works on at once: small enough that its temporaries
@@ -69,17 +70,6 @@ def run_blocks(work: Callable[[PairBlock], None], blocks: list[PairBlock], outpu
             block.mirror(M)
 
     threads = torch.get_num_threads()
-    with one_thread(), ThreadPoolExecutor(max_workers=threads) as pool:
+    with torch_threads(1), ThreadPoolExecutor(max_workers=threads) as pool:
         for _ in pool.map(task, blocks):  # re-raises a block's exception
             pass
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch's intra-op threads at 1, then as before."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)

@@ -36,8 +36,8 @@ from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.curvature.hessian import model_hessian
 from ntklab.engine.nets.network import build_network
 from ntklab.engine.run import run
+from ntklab.engine.torch_threads import torch_threads
 from ntklab.engine.training.data import load_data
-from tests.torch_threads import torch_threads
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from ntklab.api_schemas.spec import model_spec
 from ntklab.engine.limits import pair_blocks
 from ntklab.engine.limits.diagonal_windows import DiagonalWindow
 from ntklab.engine.limits.infinite_width import limit_kernels
-from tests.torch_threads import torch_threads
+from ntklab.engine.torch_threads import torch_threads
 
 
 def window_reads(grid: tuple[int, int], k: int, stride: int, padding: int) -> torch.Tensor:

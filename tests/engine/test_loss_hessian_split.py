@@ -17,8 +17,8 @@ from ntklab.engine.curvature.operators import gauss_newton_operator, loss_hessia
 from ntklab.engine.kernels.ntk import tangent_kernel
 from ntklab.engine.nets.activations import apply_head
 from ntklab.engine.nets.network import build_network, trainable_parameters
+from ntklab.engine.torch_threads import torch_threads
 from ntklab.engine.training.data import load_data
-from tests.torch_threads import torch_threads
 
 CASES = {
     "mse, linear head": (dict(hidden=[5], activation="tanh", output_dim=2), "mse"),

@@ -20,7 +20,7 @@ import pytest
 
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.run import run
-from tests.torch_threads import torch_threads
+from ntklab.engine.torch_threads import torch_threads
 
 pytestmark = pytest.mark.slow
 

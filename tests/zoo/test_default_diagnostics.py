@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from ntklab.api_schemas.spec import JobSpec
 from ntklab.engine.run import run
+from ntklab.engine.torch_threads import torch_threads
 from ntklab.engine.uploads import Uploads
 from tests.zoo.test_estimate import uploaded_job
 
@@ -51,14 +51,10 @@ def default_job(name: str, folder) -> tuple[JobSpec, Uploads]:
 @pytest.mark.parametrize("name", MEMBERS)
 def test_default_diagnostics_cost_at_most_the_training_and_the_hessian_is_certified(name, tmp_path):
     spec, uploads = default_job(name, tmp_path)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         warm_up = spec.model_copy(update={"training": spec.training.model_copy(update={"max_steps": 2})})
         run(warm_up, uploads=uploads)
         result = run(spec, uploads=uploads)
-    finally:
-        torch.set_num_threads(threads)
     timings = result.summary["timings"]
     diagnostics = sum(seconds for phase, seconds in timings.items() if phase not in NOT_DIAGNOSTICS)
     assert [w.code for w in result.warnings if w.code == "hessian_not_converged"] == []

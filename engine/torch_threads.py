@@ -10,6 +10,7 @@ import torch
 
 @contextmanager
 def torch_threads(count: int) -> Iterator[None]:
+    """torch.set_num_threads(count) inside the block, the previous count after it (also on an exception)."""
     before = torch.get_num_threads()
     torch.set_num_threads(count)
     try:

@@ -11,6 +11,7 @@ built at import time: `make_celery(settings)` is called by the app factory and t
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -37,14 +38,14 @@ def filesystem_broker_options(broker_dir: Path) -> dict:
     return {name: str(folder) for name, folder in folders.items()} | {"polling_interval": FILESYSTEM_POLL_S}
 
 
-def sweep_stale_parts(queue: Path, *, older_than_s: float = STALE_PART_S) -> list[Path]:
-    """Removes the `.part` files (filesystem_transport.py: a message while it is written) older than
-    older_than_s, which a producer killed mid-write left behind: never renamed, so never consumed; returns them."""
-    cutoff = time.time() - older_than_s
-    stale = [part for part in queue.glob("*.part") if part.stat().st_mtime < cutoff]
-    for part in stale:
-        part.unlink(missing_ok=True)
-    return stale
+def sweep_stale_parts(queue: Path) -> None:
+    """Removes the `.part` files (filesystem_transport.py: a message while it is written) older than STALE_PART_S,
+    which a producer killed mid-write left behind: never renamed, so never consumed."""
+    cutoff = time.time() - STALE_PART_S
+    for part in queue.glob("*.part"):
+        with contextlib.suppress(FileNotFoundError):  # a live producer renamed it meanwhile
+            if part.stat().st_mtime < cutoff:
+                part.unlink()
 
 
 def broker_transport_options(settings: Settings) -> dict:
